@@ -1,0 +1,51 @@
+"""Scalar helpers that derivative formulas may call, compiled by Numba.
+
+The names match ``tape._rules.FORMULA_FUNCS``; ``tape/_differentiable.py``
+holds the Tensor versions of the same functions.  They are inlined into the
+generated sweep, so they cost nothing per call.
+"""
+import math
+
+from numba import njit
+
+
+@njit(cache=True, inline='always')
+def step(x):
+    return 1.0 if x > 0.0 else 0.0
+
+
+@njit(cache=True, inline='always')
+def sign(x):
+    if x > 0.0:
+        return 1.0
+    if x < 0.0:
+        return -1.0
+    return 0.0 * x          # keeps NaN a NaN
+
+
+@njit(cache=True, inline='always')
+def ge_half(x, y):
+    if x > y:
+        return 1.0
+    if x == y:
+        return 0.5
+    return 0.0
+
+
+@njit(cache=True, inline='always')
+def pow_grad(x, y):
+    if y == 0.0:
+        return 0.0
+    return y * x ** (y - 1.0)
+
+
+@njit(cache=True, inline='always')
+def xlogy_safe(out, x):
+    if x == 0.0 and out <= 1.0:
+        return 0.0
+    return out * math.log(x)
+
+
+@njit(cache=True, inline='always')
+def sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))

@@ -1,0 +1,68 @@
+"""A tour of tape: the PyTorch autograd tutorial, run on tape.
+
+Run with ``make demo`` (or ``python examples/demo.py``).
+"""
+import time
+
+import tape
+from tape.autograd import Variable as V
+
+
+def main():
+    print('== graph and gradients ==')
+    x = tape.ones(1)
+    w = tape.tensor([0.5], requires_grad=True)
+    b = tape.tensor([0.25], requires_grad=True)
+    y = w * x
+    z = y + b
+    print('requires_grad x, w, b, y, z:', x.requires_grad, w.requires_grad, b.requires_grad,
+          y.requires_grad, z.requires_grad)
+    print('is_leaf x, w, y:', x.is_leaf, w.is_leaf, y.is_leaf)
+    print('z.grad_fn:', z.grad_fn)
+    z.backward(retain_graph=True)
+    z.backward(retain_graph=True)
+    print('after two backwards, w.grad =', w.grad, ' b.grad =', b.grad)
+    w.grad.zero_()
+    z.backward()
+    print('after zeroing w.grad and one more: w.grad =', w.grad, ' b.grad =', b.grad)
+    try:
+        z.backward()
+    except RuntimeError as e:
+        print('a third backward without retain_graph:', str(e)[:60], '...')
+
+    print('\n== f(x) = x**2 * exp(x) ==')
+    x = V(tape.randn(3, 4), requires_grad=True)
+    y = x ** 2 * tape.exp(x)
+    y.backward(tape.ones(y.size()))
+    manual = 2 * x.detach() * tape.exp(x.detach()) + x.detach() ** 2 * tape.exp(x.detach())
+    print('max |autograd - manual| =', float((x.grad - manual).abs().sum()))
+
+    print('\n== linear regression, 8000 steps of batch 8 ==')
+    tape.manual_seed(1000)
+
+    def get_fake_data(batch_size=8):
+        x = tape.rand(batch_size, 1) * 20
+        y = x * 2 + (1 + tape.randn(batch_size, 1)) * 3
+        return x, y
+
+    w = V(tape.rand(1, 1), requires_grad=True)
+    b = V(tape.zeros(1, 1), requires_grad=True)
+    lr = 0.001
+    t0 = time.perf_counter()
+    for ii in range(8000):
+        x, y = get_fake_data()
+        y_pred = x.mm(w) + b.expand_as(y)
+        loss = 0.5 * (y_pred - y) ** 2
+        loss = loss.sum()
+        loss.backward()
+        w.data.sub_(lr * w.grad.data)
+        b.data.sub_(lr * b.grad.data)
+        w.grad.data.zero_()
+        b.grad.data.zero_()
+    dt = time.perf_counter() - t0
+    print(f'w = {w.item():.3f} (true 2), b = {b.item():.3f} (true 3); '
+          f'{dt * 1e6 / 8000:.1f} us per step')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,314 @@
+"""tape: PyTorch's autograd semantics on a flat tape with a Numba-compiled reverse sweep.
+
+>>> import tape
+>>> x = tape.tensor([1.0, 2.0], requires_grad=True)
+>>> y = (x * x + 3 * x).sum()
+>>> y
+tensor(13., grad_fn=<SumBackward0>)
+>>> y.backward()
+>>> x.grad
+tensor([5., 7.])
+
+Layout: ``_tensor`` (the Tensor), ``_tape`` (the record format), ``_rules``
+(the one table of primitives and derivatives), ``_ops`` (forward + record),
+``_sweep`` (the backward driver), ``compiler/`` (the Numba kernels),
+``autograd`` (the public autograd namespace).
+"""
+import numpy as np
+
+from . import _ops
+from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._tensor import Tensor, Size, _leaf
+from . import autograd
+
+__version__ = '0.1.0'
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+float16 = np.dtype(np.float16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+bool = np.dtype(np.bool_)  # noqa: A001  (torch.bool)
+float = float32  # noqa: A001
+double = float64
+long = int64
+half = float16
+
+_default_dtype = [float32]
+_rng = [np.random.default_rng()]
+
+
+def get_default_dtype():
+    return _default_dtype[0]
+
+
+def set_default_dtype(dtype):
+    _default_dtype[0] = np.dtype(dtype)
+
+
+def manual_seed(seed):
+    """Seed the generator behind ``rand``, ``randn``, ``randint`` and friends."""
+    _rng[0] = np.random.default_rng(int(seed))
+    return _rng[0]
+
+
+# ------------------------------------------------------------------ creation
+def _finish(arr, dtype, requires_grad):
+    if dtype is not None:
+        arr = arr.astype(np.dtype(dtype), copy=False)
+    t = _leaf(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer(data):
+    if isinstance(data, Tensor):
+        return np.array(data._data, copy=True)
+    if isinstance(data, np.ndarray):
+        return np.array(data, copy=True)
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        data = _tolist(data)
+    arr = np.array(data)
+    if arr.dtype == np.float64 and not isinstance(data, np.floating):
+        arr = arr.astype(_default_dtype[0])
+    elif arr.dtype.kind in 'iu':
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == 'O':
+        raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__}')
+    return arr
+
+
+def _flat(x):
+    for e in x:
+        if isinstance(e, (list, tuple)):
+            yield from _flat(e)
+        else:
+            yield e
+
+
+def _tolist(x):
+    if isinstance(x, Tensor):
+        return x._data.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_tolist(e) for e in x]
+    return x
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new leaf tensor holding a copy of ``data`` (float32 for Python floats).
+
+    >>> tape.tensor([[1, 2], [3, 4]]).dtype
+    dtype('int64')
+    """
+    return _finish(_infer(data), dtype, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor) and dtype is None:
+        return data
+    if isinstance(data, np.ndarray):
+        return _finish(data, dtype, False)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(arr):
+    """A tensor sharing memory with the NumPy array ``arr``."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f'expected np.ndarray (got {type(arr).__name__})')
+    return _leaf(arr)
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    return tuple(int(s) for s in size)
+
+
+def _dt(dtype):
+    return _default_dtype[0] if dtype is None else np.dtype(dtype)
+
+
+def zeros(*size, dtype=None, requires_grad=False, device=None):
+    return _finish(np.zeros(_shape(size), _dt(dtype)), None, requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False, device=None):
+    return _finish(np.ones(_shape(size), _dt(dtype)), None, requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False, device=None):
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    if dtype is None:
+        dtype = (int64 if isinstance(fill_value, int) and not isinstance(fill_value, type(True))
+                 else np.bool_ if isinstance(fill_value, type(True)) else _default_dtype[0])
+    return _finish(np.full(_shape((size,)), fill_value, np.dtype(dtype)), None, requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
+    return _finish(_rng[0].random(_shape(size)).astype(_dt(dtype)), None, requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
+    return _finish(_rng[0].standard_normal(_shape(size)).astype(_dt(dtype)), None, requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None):
+    if high is None:
+        low, high = 0, low
+    arr = _rng[0].integers(low, high, size=_shape((size,)) if size is not None else ())
+    return _finish(arr.astype(np.int64 if dtype is None else np.dtype(dtype)), None,
+                   requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+    if end is None:
+        start, end = 0, start
+    ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    arr = np.arange(start, end, step)
+    if dtype is None:
+        dtype = int64 if ints else _default_dtype[0]
+    return _finish(arr.astype(np.dtype(dtype)), None, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
+    return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), None, requires_grad)
+
+
+def eye(n, m=None, dtype=None, requires_grad=False, device=None):
+    return _finish(np.eye(n, m, dtype=_dt(dtype)), None, requires_grad)
+
+
+def _like(fn):
+    def f(t, dtype=None, requires_grad=False, device=None):
+        return fn(*t._data.shape, dtype=t._data.dtype if dtype is None else dtype,
+                  requires_grad=requires_grad)
+    f.__name__ = fn.__name__ + '_like'
+    return f
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+rand_like = _like(rand)
+randn_like = _like(randn)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
+    return full(t._data.shape, fill_value, dtype=t._data.dtype if dtype is None else dtype,
+                requires_grad=requires_grad)
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+# ---------------------------------------------------------------- functions
+add = _ops.add
+sub = _ops.sub
+subtract = _ops.sub
+mul = _ops.mul
+multiply = _ops.mul
+div = _ops.div
+divide = _ops.div
+true_divide = _ops.div
+maximum = _ops.maximum
+minimum = _ops.minimum
+neg = _ops.neg
+negative = _ops.neg
+exp = _ops.exp
+log = _ops.log
+sqrt = _ops.sqrt
+sin = _ops.sin
+cos = _ops.cos
+tanh = _ops.tanh
+sigmoid = _ops.sigmoid
+relu = _ops.relu
+abs = _ops.abs_  # noqa: A001
+mm = _ops.mm
+matmul = _ops.matmul
+t = _ops.t
+transpose = _ops.transpose
+permute = _ops.permute
+reshape = _ops.reshape
+eq, ne, lt, le, gt, ge = _ops.eq, _ops.ne, _ops.lt, _ops.le, _ops.gt, _ops.ge
+
+
+def pow(a, b):  # noqa: A001
+    if isinstance(a, Tensor):
+        return _ops.pow_(a, b)
+    return _ops.rpow(b, a)
+
+
+def sum(a, dim=None, keepdim=False, dtype=None):  # noqa: A001
+    return _ops.sum_(a, dim, keepdim, dtype)
+
+
+def mean(a, dim=None, keepdim=False, dtype=None):
+    return _ops.mean(a, dim, keepdim, dtype)
+
+
+# ------------------------------------------------------------ Tensor methods
+def _bind():
+    T = Tensor
+    o = _ops
+    T.__add__, T.__radd__ = o.add, o.radd
+    T.__sub__, T.__rsub__ = o.sub, o.rsub
+    T.__mul__, T.__rmul__ = o.mul, o.rmul
+    T.__truediv__, T.__rtruediv__ = o.div, o.rdiv
+    T.__pow__, T.__rpow__ = o.pow_, o.rpow
+    T.__matmul__ = o.matmul
+    T.__rmatmul__ = lambda a, b: o.matmul(o._const(b, a), a)
+    T.__neg__ = o.neg
+    T.__abs__ = o.abs_
+    T.__getitem__ = o.getitem
+    T.__eq__, T.__ne__, T.__lt__ = o.eq, o.ne, o.lt
+    T.__le__, T.__gt__, T.__ge__ = o.le, o.gt, o.ge
+    T.add, T.sub, T.mul, T.div = o.add, o.sub, o.mul, o.div
+    T.subtract, T.multiply, T.divide, T.true_divide = o.sub, o.mul, o.div, o.div
+    T.pow = o.pow_
+    T.maximum, T.minimum = o.maximum, o.minimum
+    T.neg, T.exp, T.log, T.sqrt = o.neg, o.exp, o.log, o.sqrt
+    T.sin, T.cos, T.tanh, T.sigmoid, T.relu, T.abs = o.sin, o.cos, o.tanh, o.sigmoid, o.relu, o.abs_
+    T.sum = lambda a, dim=None, keepdim=False, dtype=None: o.sum_(a, dim, keepdim, dtype)
+    T.mean = lambda a, dim=None, keepdim=False, dtype=None: o.mean(a, dim, keepdim, dtype)
+    T.mm, T.matmul = o.mm, o.matmul
+    T.expand, T.expand_as = o.expand, o.expand_as
+    T.view, T.reshape = o.view, o.reshape
+    T.view_as = lambda a, other: o.view(a, other._data.shape)
+    T.reshape_as = lambda a, other: o.reshape(a, other._data.shape)
+    T.t, T.transpose, T.permute = o.t, o.transpose, o.permute
+    T.T = property(lambda a: o.permute(a, *reversed(range(a._data.ndim))) if a._data.ndim > 1
+                   else a)
+    T.eq, T.ne, T.lt, T.le, T.gt, T.ge = o.eq, o.ne, o.lt, o.le, o.gt, o.ge
+    T.to = lambda a, *args, dtype=None, **kw: o.to(a, dtype if dtype is not None else next(
+        (x for x in args if not isinstance(x, str)), a._data.dtype))
+    T.float = lambda a: o.to(a, np.float32)
+    T.double = lambda a: o.to(a, np.float64)
+    T.long = lambda a: o.to(a, np.int64)
+    T.int = lambda a: o.to(a, np.int32)
+    T.bool = lambda a: o.to(a, np.bool_)
+
+    def _inplace(name):
+        def f(a, other=None, *, alpha=None):
+            return o.inplace(a, name, other, alpha)
+        f.__name__ = name + '_'
+        return f
+    T.add_, T.sub_, T.mul_, T.div_ = (_inplace(n) for n in ('add', 'sub', 'mul', 'div'))
+    T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, T.div_
+    T.zero_ = lambda a: o.inplace(a, 'zero')
+    T.fill_ = lambda a, value: o.inplace(a, 'fill', value)
+    T.backward = _backward_method
+
+
+def _backward_method(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(self)/d(leaf) into each leaf's ``.grad``; see ``tape.autograd.backward``."""
+    autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+_bind()
+del _bind

@@ -1,0 +1,699 @@
+"""The ops: each runs eagerly in NumPy and, when autograd is on, appends one record.
+
+Every op here is a thin wrapper: compute the result with NumPy, then call one
+of the ``_record_*`` helpers, which append the record and make the result
+tensor.  The helpers are few on purpose (elementwise unary/binary/scalar, and
+one per structural kind) so that the hot path stays short and the record
+format lives in one place (see tape/_tape.py for the format).
+"""
+import operator
+
+import numpy as np
+
+from . import _tape as _tp
+from ._rules import OP, RULES
+from ._tape import Tape, grad_mode, merge, resolve
+from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW, DTYPE_NAMES
+
+_SAVES = []     # per opcode: bit 1 saves a, 2 saves b, 4 saves out
+for _r in RULES:
+    _SAVES.append(('a' in _r.saves) * 1 + ('b' in _r.saves) * 2 + ('out' in _r.saves) * 4)
+_SAVES = tuple(_SAVES)
+
+_I64 = np.int64
+_scalar_types = (int, float, bool, np.number, np.bool_)
+
+
+# ---------------------------------------------------------------- helpers
+def _shape_str(s):
+    return '[' + ', '.join(str(int(d)) for d in s) + ']'
+
+
+def _const(x, like=None):
+    """Wrap a non-Tensor operand (array, list, number) as a constant tensor."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return _leaf(x)
+    arr = np.asarray(x)
+    if arr.dtype == np.float64 and like is not None and like._data.dtype.kind == 'f':
+        arr = arr.astype(like._data.dtype)
+    elif arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    return _leaf(arr)
+
+
+def _result(data, tape, slot):
+    t = _TNEW(Tensor)
+    t._data = data
+    t._rg = True
+    t._tape = tape
+    t._goff = slot
+    t._rec = tape.n
+    tape.n += 1
+    t._grad = None
+    t._vbox = None
+    t._extra = None
+    return t
+
+
+def _tape_of(a):
+    tape = a._tape
+    if tape is not None:
+        if tape.alias is not None:
+            tape = resolve(a)
+        return tape
+    return Tape()
+
+
+def _tape_of2(a, b):
+    ta = a._tape
+    tb = b._tape
+    if ta is not None and ta.alias is not None:
+        ta = resolve(a)
+    if tb is not None and tb.alias is not None:
+        tb = resolve(b)
+    if ta is None:
+        return tb if tb is not None else Tape()
+    if tb is None or tb is ta:
+        return ta
+    # two graphs meet: keep the older tape, move the younger's records onto it
+    if tb.serial < ta.serial:
+        ta, tb = tb, ta
+    merge(ta, tb)
+    resolve(a)
+    resolve(b)
+    return ta
+
+
+def _slot(t, tape):
+    if t._tape is tape:
+        return t._goff
+    if not t._rg:
+        return -1
+    if t._rec == tape.serial:       # leaf seen on this tape before
+        return t._goff
+    return tape.leaf_slot(t)
+
+
+def _broadcast_attrs(big_shape, small_shape):
+    """A-array for _broadcast_index: ndim, big shape, small strides (0 where broadcast)."""
+    nd = len(big_shape)
+    small = (1,) * (nd - len(small_shape)) + tuple(small_shape)
+    strides = [0] * nd
+    acc = 1
+    for d in range(nd - 1, -1, -1):
+        if small[d] != 1 or big_shape[d] == 1:
+            strides[d] = acc if small[d] != 1 else 0
+        acc *= small[d]
+    return np.array([nd, *big_shape, *strides], dtype=_I64)
+
+
+def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
+    """Record an implicit broadcast of slot; return the slot of the expanded copy."""
+    out = tape.gpos
+    tape.gpos = out + size_big
+    ax = 0 if size_small == 1 else tape.add_attrs(_broadcast_attrs(big_shape, small_shape))
+    tape.rec.extend((OP['expand'], out, size_big, slot, -1, 0, ax, size_small))
+    tape.n += 1
+    return out
+
+
+# ------------------------------------------------------ record helpers
+def _record_binary(op, a, b, out):
+    """Record elementwise ``out = op(a, b)``; a and b are Tensors."""
+    tape = _tape_of2(a, b)
+    g0 = _slot(a, tape)
+    g1 = _slot(b, tape)
+    ad = a._data
+    bd = b._data
+    shape = out.shape
+    n = out.size
+    if ad.shape != shape:
+        if g0 >= 0:
+            g0 = _expand_slot(tape, g0, ad.shape, shape, ad.size, n)
+        ad = np.broadcast_to(ad, shape)
+    if bd.shape != shape:
+        if g1 >= 0:
+            g1 = _expand_slot(tape, g1, bd.shape, shape, bd.size, n)
+        bd = np.broadcast_to(bd, shape)
+    slot = tape.gpos
+    tape.gpos = slot + n
+    v = tape.vpos
+    sv = _SAVES[op]
+    if sv:
+        saved = tape.saved
+        if sv & 1:
+            saved.append(ad)
+            v += n
+            if a._tape is None:
+                tape.save_box(a)
+        if sv & 2:
+            saved.append(bd)
+            v += n
+            if b._tape is None:
+                tape.save_box(b)
+        if sv & 4:
+            saved.append(out)
+            v += n
+    tape.rec.extend((op, slot, n, g0, g1, tape.vpos, 0, 0))
+    tape.vpos = v
+    return _result(out, tape, slot)
+
+
+def _record_unary(op, a, out, const=None):
+    """Record elementwise ``out = op(a)`` (with an optional scalar constant)."""
+    tape = a._tape
+    if tape is None:
+        tape = Tape()
+        g0 = _slot(a, tape)
+    else:
+        if tape.alias is not None:
+            tape = resolve(a)
+        g0 = a._goff
+    n = out.size
+    slot = tape.gpos
+    tape.gpos = slot + n
+    v = tape.vpos
+    sv = _SAVES[op]
+    saved = tape.saved
+    if sv & 1:
+        saved.append(a._data)
+        v += n
+        if a._tape is None:
+            tape.save_box(a)
+    if sv & 4:
+        saved.append(out)
+        v += n
+    ci = 0
+    if const is not None:
+        ci = len(tape.consts)
+        tape.consts.append(const)
+    tape.rec.extend((op, slot, n, g0, -1, tape.vpos, 0, ci))
+    tape.vpos = v
+    return _result(out, tape, slot)
+
+
+def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None):
+    """Record a structural op of ``a`` (and ``b`` for mm) with attributes/saved values.
+
+    Reductions pass ``scale`` (1 for sum, 1/count for mean): it goes to C, and
+    the input's size goes in the v field, which they do not otherwise use."""
+    tape = _tape_of2(a, b) if b is not None else _tape_of(a)
+    g0 = _slot(a, tape)
+    g1 = _slot(b, tape) if b is not None else -1
+    n = out.size
+    slot = tape.gpos
+    tape.gpos = slot + n
+    ax = 0 if attrs is None else tape.add_attrs(attrs)
+    v = tape.vpos
+    if saved is not None:
+        for s in saved:
+            tape.saved.append(s)
+            tape.vpos += np.size(s)
+    if scale is not None:
+        v = x
+        x = len(tape.consts)
+        tape.consts.append(scale)
+    tape.rec.extend((op, slot, n, g0, g1, v, ax, x))
+    return _result(out, tape, slot)
+
+
+def _wants_grad(a):
+    return a._rg and grad_mode.enabled
+
+
+# ------------------------------------------------------- elementwise ops
+def _binary(name, scalar_name, rscalar_name, npf):
+    op = OP[name]
+    sop = OP[scalar_name] if scalar_name else None
+    rop = OP[rscalar_name] if rscalar_name else None
+
+    def fwd(a, b):
+        tb = type(b)
+        if tb is float or tb is int:
+            out = npf(a._data, b)
+            if a._rg and grad_mode.enabled:
+                if sop is None:
+                    return _record_binary(op, a, _const(b, a), out)
+                return _record_unary(sop, a, out, b)
+            return _leaf(out)
+        if tb is Tensor:
+            try:
+                out = npf(a._data, b._data)
+            except ValueError:
+                raise _broadcast_error(name, a, b) from None
+            if (a._rg or b._rg) and grad_mode.enabled:
+                return _record_binary(op, a, b, out)
+            return _leaf(out)
+        if isinstance(b, _scalar_types):
+            out = npf(a._data, b)
+            if a._rg and grad_mode.enabled:
+                if sop is None:
+                    return _record_binary(op, a, _const(b, a), out)
+                return _record_unary(sop, a, out, float(b))
+            return _leaf(out)
+        if isinstance(b, Tensor):
+            return fwd(a, b)
+        if not _is_array_like(b):
+            return NotImplemented
+        return fwd(a, _const(b, a))
+
+    def rfwd(a, b):                # b (op) a, with b not a Tensor
+        if isinstance(b, _scalar_types):
+            out = npf(b, a._data)
+            if a._rg and grad_mode.enabled:
+                if rop is None:
+                    return _record_binary(op, _const(b, a), a, out)
+                return _record_unary(rop, a, out, float(b))
+            return _leaf(out)
+        if not _is_array_like(b):
+            return NotImplemented
+        return fwd(_const(b, a), a)
+
+    fwd.__name__ = name
+    rfwd.__name__ = 'r' + name
+    return fwd, rfwd
+
+
+def _is_array_like(x):
+    return isinstance(x, (np.ndarray, list, tuple))
+
+
+def _broadcast_error(name, a, b):
+    return RuntimeError(
+        f'{name}: The size of tensor a ({_shape_str(a._data.shape)}) must match the size of '
+        f'tensor b ({_shape_str(b._data.shape)}): shapes {tuple(a._data.shape)} and '
+        f'{tuple(b._data.shape)} cannot be broadcast together')
+
+
+def _promote(x, y):
+    return x, y
+
+
+# operator.* rather than np.* ufuncs: on NumPy scalars the operator is ~10x faster
+add, radd = _binary('add', 'add_scalar', 'add_scalar', operator.add)
+sub, rsub = _binary('sub', 'sub_scalar', 'rsub_scalar', operator.sub)
+mul, rmul = _binary('mul', 'mul_scalar', 'mul_scalar', operator.mul)
+div, rdiv = _binary('div', 'div_scalar', 'rdiv_scalar', operator.truediv)
+pow_, rpow = _binary('pow', 'pow_scalar', 'rpow_scalar', operator.pow)
+maximum, _ = _binary('maximum', None, None, np.maximum)
+minimum, _ = _binary('minimum', None, None, np.minimum)
+
+
+def _unary(name, npf):
+    op = OP[name]
+
+    def f(a):
+        a = a if type(a) is Tensor else _const(a)
+        out = npf(a._data)
+        if a._rg and grad_mode.enabled:
+            return _record_unary(op, a, out)
+        return _leaf(out)
+    f.__name__ = name
+    return f
+
+
+def _np_sigmoid(x):
+    # 1/(1+exp(-x)) overflows for very negative x; this form does not
+    with np.errstate(over='ignore'):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _np_relu(x):
+    return np.maximum(x, 0) if type(x) is np.ndarray else (x if x > 0 else x * 0)
+
+
+neg = _unary('neg', np.negative)
+exp = _unary('exp', np.exp)
+log = _unary('log', np.log)
+sqrt = _unary('sqrt', np.sqrt)
+sin = _unary('sin', np.sin)
+cos = _unary('cos', np.cos)
+tanh = _unary('tanh', np.tanh)
+sigmoid = _unary('sigmoid', _np_sigmoid)
+relu = _unary('relu', _np_relu)
+abs_ = _unary('abs', np.abs)
+
+
+# ------------------------------------------------------------ reductions
+def _dims(dim, ndim, opname):
+    if isinstance(dim, (list, tuple)):
+        ds = tuple(sorted({_norm_dim(int(d), ndim, opname) for d in dim}))
+    else:
+        ds = (_norm_dim(int(dim), ndim, opname),)
+    return ds
+
+
+def _reduce(name_all, name_dim, npf, scale_of):
+    op_all = OP[name_all]
+    op_dim = OP[name_dim]
+
+    def f(a, dim=None, keepdim=False, dtype=None):
+        a = a if type(a) is Tensor else _const(a)
+        d = a._data
+        if dtype is not None:
+            d = d.astype(dtype)
+        if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+            out = npf(d)
+            if keepdim:
+                out = np.reshape(out, (1,) * d.ndim)
+            if a._rg and grad_mode.enabled:
+                return _record_struct(op_all, a, out, x=d.size, scale=scale_of(d.size))
+            return _leaf(out)
+        dims = _dims(dim, d.ndim, name_all)
+        if d.ndim == 0:
+            out = npf(d)
+        else:
+            out = npf(d, axis=dims, keepdims=keepdim)
+        if a._rg and grad_mode.enabled:
+            kept = np.shape(npf(d, axis=dims, keepdims=True)) if d.ndim else ()
+            count = 1
+            for k in dims:
+                count *= d.shape[k] if d.ndim else 1
+            attrs = _broadcast_attrs(d.shape, kept) if d.ndim else np.array([0], _I64)
+            return _record_struct(op_dim, a, out, x=d.size, attrs=attrs, scale=scale_of(count))
+        return _leaf(out)
+    f.__name__ = name_all
+    return f
+
+
+sum_ = _reduce('sum', 'sum_dim', np.sum, lambda n: 1.0)
+mean = _reduce('mean', 'mean_dim', np.mean, lambda n: 1.0 / n if n else float('nan'))
+
+
+# ------------------------------------------------------------------ shape
+def _check_expand(a, shape, opname='expand'):
+    src = a._data.shape
+    if len(shape) < len(src):
+        raise RuntimeError(
+            f'{opname}: the number of sizes provided ({len(shape)}) must be greater or equal to '
+            f'the number of dimensions in the tensor ({len(src)}); tensor shape {tuple(src)}')
+    lead = len(shape) - len(src)
+    full = list(shape)
+    for i, s in enumerate(full):
+        j = i - lead
+        if s == -1:
+            if j < 0:
+                raise RuntimeError(f'{opname}: -1 is not allowed in a leading, non-existing '
+                                   f'dimension {i}')
+            full[i] = src[j]
+        elif j >= 0 and src[j] != 1 and src[j] != s:
+            raise RuntimeError(
+                f'{opname}: The expanded size of the tensor ({s}) must match the existing size '
+                f'({src[j]}) at non-singleton dimension {i}.  Target sizes: {list(shape)}.  '
+                f'Tensor sizes: {list(src)}')
+    return tuple(full)
+
+
+def _sizes(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(int(s) for s in args[0])
+    return tuple(int(s) for s in args)
+
+
+def expand(a, *sizes):
+    shape = _check_expand(a, _sizes(sizes))
+    d = a._data
+    out = np.broadcast_to(d, shape)
+    if a._rg and grad_mode.enabled and shape != d.shape:
+        tape = _tape_of(a)
+        g0 = _slot(a, tape)
+        n = out.size
+        slot = tape.gpos
+        tape.gpos = slot + n
+        ax = 0 if d.size == 1 else tape.add_attrs(_broadcast_attrs(shape, d.shape))
+        tape.rec.extend((OP['expand'], slot, n, g0, -1, 0, ax, d.size))
+        return _result(out, tape, slot)
+    if a._rg and grad_mode.enabled:
+        return _view_record(a, out, 'expand')
+    return _leaf(out)
+
+
+def expand_as(a, other):
+    return expand(a, other._data.shape if isinstance(other, Tensor) else np.shape(other))
+
+
+def _view_record(a, out, name):
+    if a._rg and grad_mode.enabled:
+        return _record_struct(OP[name], a, out)
+    return _leaf(out)
+
+
+def _infer_shape(shape, size, opname, src_shape):
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError(f'{opname}: only one dimension can be inferred')
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if neg:
+        if known == 0 or size % known:
+            raise RuntimeError(f"{opname}: shape '{_shape_str(shape)}' is invalid for input of "
+                               f'size {size}')
+        shape[neg[0]] = size // known
+    elif known != size:
+        raise RuntimeError(f"{opname}: shape '{_shape_str(shape)}' is invalid for input of "
+                           f'size {size} (input shape {tuple(src_shape)})')
+    return tuple(shape)
+
+
+def reshape(a, *shape):
+    d = a._data
+    shape = _infer_shape(_sizes(shape), d.size, 'reshape', d.shape)
+    return _view_record(a, np.reshape(d, shape), 'reshape')
+
+
+def view(a, *shape):
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int, np.integer)):
+        return a.to(shape[0])
+    d = a._data
+    shape = _infer_shape(_sizes(shape), d.size, 'view', d.shape)
+    return _view_record(a, np.reshape(d, shape), 'view')
+
+
+def _take_record(a, out, name, key_fn):
+    """Record an op whose output elements are input elements picked by ``key_fn``."""
+    if a._rg and grad_mode.enabled:
+        d = a._data
+        idx = np.ascontiguousarray(key_fn(np.arange(d.size, dtype=_I64).reshape(d.shape)),
+                                   dtype=_I64).ravel()
+        return _record_struct(OP[name], a, out, x=d.size, attrs=idx)
+    return _leaf(out)
+
+
+def t(a):
+    d = a._data
+    if d.ndim > 2:
+        raise RuntimeError(f't() expects a tensor with <= 2 dimensions, but self is {d.ndim}D')
+    if d.ndim < 2:
+        return _view_record(a, d, 'view') if a._rg and grad_mode.enabled else _leaf(d)
+    return _take_record(a, d.T, 't', lambda m: m.T)
+
+
+def transpose(a, dim0, dim1):
+    d = a._data
+    i = _norm_dim(dim0, d.ndim, 'transpose')
+    j = _norm_dim(dim1, d.ndim, 'transpose')
+    if d.ndim < 2 or i == j:
+        return _view_record(a, d, 'view') if a._rg and grad_mode.enabled else _leaf(d)
+    return _take_record(a, np.swapaxes(d, i, j), 'transpose', lambda m: np.swapaxes(m, i, j))
+
+
+def permute(a, *dims):
+    d = a._data
+    dims = _sizes(dims)
+    if len(dims) != d.ndim:
+        raise RuntimeError(f'permute(sparse_coo): number of dimensions in the tensor input does '
+                           f'not match the length of the desired ordering of dimensions i.e. '
+                           f'input.dim() = {d.ndim} is not equal to len(dims) = {len(dims)}')
+    dims = tuple(_norm_dim(x, d.ndim, 'permute') for x in dims)
+    if sorted(dims) != list(range(d.ndim)):
+        raise RuntimeError(f'permute(): duplicate dims are not allowed: {dims}')
+    return _take_record(a, np.transpose(d, dims), 'permute', lambda m: np.transpose(m, dims))
+
+
+def _unwrap_key(key):
+    if isinstance(key, tuple):
+        return tuple(_unwrap_key(k) for k in key)
+    if isinstance(key, Tensor):
+        return np.asarray(key._data)
+    return key
+
+
+def getitem(a, key):
+    k = _unwrap_key(key)
+    d = a._data
+    try:
+        out = np.asarray(d)[k]
+    except IndexError as e:
+        raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
+    if not (a._rg and grad_mode.enabled):
+        return _leaf(out)
+    keys = k if isinstance(k, tuple) else (k,)
+    if any(isinstance(x, (np.ndarray, list)) for x in keys):
+        name = 'index'
+    elif all(isinstance(x, (int, np.integer)) for x in keys):
+        name = 'select'
+    else:
+        name = 'slice'
+    return _take_record(a, out, name, lambda m: m[k])
+
+
+# ------------------------------------------------------- linear algebra
+def mm(a, b):
+    a = a if type(a) is Tensor else _const(a)
+    b = b if type(b) is Tensor else _const(b, a)
+    ad, bd = a._data, b._data
+    if ad.ndim != 2:
+        raise RuntimeError(f'mm: self must be a matrix, got a {ad.ndim}-D tensor of shape '
+                           f'{tuple(ad.shape)}')
+    if bd.ndim != 2:
+        raise RuntimeError(f'mm: mat2 must be a matrix, got a {bd.ndim}-D tensor of shape '
+                           f'{tuple(bd.shape)}')
+    if ad.shape[1] != bd.shape[0]:
+        raise RuntimeError(f'mm: mat1 and mat2 shapes cannot be multiplied '
+                           f'({ad.shape[0]}x{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})')
+    out = ad @ bd
+    if (a._rg or b._rg) and grad_mode.enabled:
+        m, k = ad.shape
+        n = bd.shape[1]
+        r = _record_struct(OP['mm'], a, out, attrs=np.array([m, k, n], _I64),
+                           saved=(ad, bd), b=b)
+        tape = r._tape
+        for x in (a, b):
+            if x._tape is None:
+                tape.save_box(x)
+        return r
+    return _leaf(out)
+
+
+def matmul(a, b):
+    a = a if type(a) is Tensor else _const(a)
+    b = b if type(b) is Tensor else _const(b, a)
+    na, nb = a._data.ndim, b._data.ndim
+    if na == 2 and nb == 2:
+        return mm(a, b)
+    if na == 1 and nb == 1:
+        if a._data.shape != b._data.shape:
+            raise RuntimeError(f'dot: 1D tensors expected, but got inconsistent sizes '
+                               f'{a._data.shape[0]} and {b._data.shape[0]}')
+        return sum_(mul(a, b))
+    if na == 1 and nb == 2:
+        return reshape(mm(reshape(a, 1, -1), b), -1)
+    if na == 2 and nb == 1:
+        return reshape(mm(a, reshape(b, -1, 1)), -1)
+    if na == 0 or nb == 0:
+        raise RuntimeError('matmul: both arguments to matmul need to be at least 1D, but they '
+                           f'are {na}D and {nb}D')
+    raise NotImplementedError(f'matmul: batched operands ({na}D @ {nb}D) are not supported yet')
+
+
+# --------------------------------------------------------------- others
+def clone(a):
+    out = np.array(a._data, copy=True)
+    return _view_record(a, out, 'view')
+
+
+def _compare(npf):
+    def f(a, b):
+        bd = b._data if isinstance(b, Tensor) else b
+        return _leaf(npf(a._data, bd))
+    return f
+
+
+eq = _compare(np.equal)
+ne = _compare(np.not_equal)
+lt = _compare(np.less)
+le = _compare(np.less_equal)
+gt = _compare(np.greater)
+ge = _compare(np.greater_equal)
+
+
+# --------------------------------------------------------------- in-place
+_INPLACE = {
+    'add': (add, np.add), 'sub': (sub, np.subtract), 'mul': (mul, np.multiply),
+    'div': (div, np.true_divide),
+}
+
+
+def inplace(a, name, other=None, alpha=None):
+    """``a.<name>_(other)``: write into a's storage and bump its version."""
+    if a._rg and grad_mode.enabled and a._tape is None:
+        raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
+                           f'operation ({name}_ on a tensor of shape {tuple(a._data.shape)}).')
+    od = other._data if isinstance(other, Tensor) else other
+    if alpha is not None:
+        od = od * alpha
+    d = _storage(a)
+    if name == 'zero':
+        value = np.zeros_like(d)
+    elif name == 'fill':
+        value = np.full_like(d, od)
+    elif name == 'copy':
+        value = np.broadcast_to(np.asarray(od, dtype=d.dtype), d.shape)
+    else:
+        try:
+            value = _INPLACE[name][1](d, od)
+        except ValueError:
+            raise _broadcast_error(name + '_', a, _const(od)) from None
+        if np.shape(value) != d.shape:
+            raise RuntimeError(f'{name}_: output with shape {_shape_str(d.shape)} doesn\'t match '
+                               f'the broadcast shape {_shape_str(np.shape(value))}')
+    recorded = None
+    tape = a._tape
+    if tape is not None:
+        # records made so far that saved a's data by reference now see new values
+        tape.dirty = (tape.dirty or []) + [(a._goff, tape.n)]
+    if grad_mode.enabled and (a._tape is not None or (isinstance(other, Tensor) and other._rg)):
+        # the in-place op enters the graph: record it out of place on a snapshot
+        # of a, then rebind a to the new record's slot
+        before = _leaf_view_of(a)
+        if name in _INPLACE:
+            o = other
+            if alpha is not None:
+                o = mul(o, alpha) if isinstance(o, Tensor) else o * alpha
+            recorded = _INPLACE[name][0](before, o)
+        elif name in ('zero', 'fill'):
+            recorded = mul(before, 0.0)
+            if name == 'fill':
+                recorded = add(recorded, od)
+        else:
+            src = other if isinstance(other, Tensor) else _const(other)
+            if src._data.shape != d.shape:
+                src = expand(src, d.shape)
+            recorded = add(mul(before, 0.0), src)
+    d[...] = value
+    _bump_version(a)
+    if recorded is not None:
+        a._tape = recorded._tape
+        a._goff = recorded._goff
+        a._rec = recorded._rec
+        a._rg = True
+    return a
+
+
+def _leaf_view_of(a):
+    """``a`` as it is now, as an op input (a copy, since a is about to change)."""
+    c = _TNEW(Tensor)
+    c._data = np.array(a._data, copy=True)
+    c._rg = a._rg
+    c._tape = a._tape
+    c._goff = a._goff
+    c._rec = a._rec
+    c._grad = None
+    c._vbox = None
+    c._extra = None
+    return c
+
+
+def to(a, dtype):
+    dtype = np.dtype(dtype)
+    if a._data.dtype == dtype:
+        return a
+    out = a._data.astype(dtype)
+    if a._rg and grad_mode.enabled and dtype.kind == 'f':
+        return _record_struct(OP['view'], a, out)
+    return _leaf(out)

@@ -1,0 +1,168 @@
+"""The rule table: every primitive the tape can record, and its derivative.
+
+One row per primitive. A row gives the opcode (its index in ``RULES``), the
+PyTorch node name that ``grad_fn`` shows, and the vector-Jacobian product.
+
+Elementwise rows write their VJP as formulas, one per tensor input, over the
+names ``grad`` (upstream gradient), ``out`` (the op's result), the tensor
+inputs ``a``/``b`` and the scalar constants ``c``.  Both derivative paths come
+from that one string:
+
+* ``compiler/codegen.py`` turns it into a loop body of the Numba sweep
+  (``compiler/_sweep_generated.py``), and
+* ``tape._differentiable`` evaluates it with Tensors, so ``create_graph``
+  records the backward itself.
+
+Which values a record must save for its backward is read off the formulas, so
+a rule cannot forget to save what it uses.  Structural rows (reductions,
+broadcasting, indexing, matrix products) name a kernel ``kind`` that is written
+by hand once in ``compiler/codegen.py`` and once in ``tape/_differentiable.py``.
+
+Why a table of strings rather than Python functions: the Numba kernel must be
+a real ``.py`` file for ``cache=True``, so the formula has to be text that the
+generator can splice into a loop; evaluating the same text with Tensors keeps
+the two paths from drifting apart.  A malformed row fails at import with the
+op's name.
+"""
+import ast
+
+# Scalar helper functions a formula may call.  pow_grad(x, y) is
+# y * x**(y-1) but 0 where y == 0 (PyTorch's convention, so x = 0 gives no NaN);
+# xlogy_safe(out, x) is out*log(x) but 0 where x == 0 and out <= 1;
+# ge_half(x, y) is 1 where x > y, 0.5 at ties, 0 below; step(x) is 1 where
+# x > 0.  Each has a Numba version in compiler/kernels.py and a Tensor version
+# in tape/_differentiable.py.
+FORMULA_FUNCS = frozenset({
+    'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'pow', 'step',
+    'sign', 'abs', 'ge_half', 'pow_grad', 'xlogy_safe',
+})
+TENSOR_NAMES = ('a', 'b')
+SAVED_ORDER = ('a', 'b', 'out')       # layout of saved arrays in V
+CONST_NAMES = ('c', 'd')
+
+
+class Rule:
+    """One primitive: opcode, node name, kind, and (for elementwise) formulas."""
+    __slots__ = ('op', 'name', 'node', 'kind', 'inputs', 'consts', 'vjps',
+                 'saves', 'saves_consts')
+
+    def __init__(self, name, node, kind, inputs=(), consts=(), vjps=()):
+        self.name = name
+        self.node = node
+        self.kind = kind
+        self.inputs = tuple(inputs)
+        self.consts = tuple(consts)
+        self.vjps = tuple(vjps)
+        self.op = -1
+        self.saves = ()
+        self.saves_consts = ()
+
+    def __repr__(self):
+        return f'Rule({self.name!r}, op={self.op}, node={self.node!r})'
+
+
+def _names_in(formula, rule_name):
+    try:
+        tree = ast.parse(formula, mode='eval')
+    except SyntaxError as e:
+        raise SyntaxError(f'rule {rule_name!r}: bad formula {formula!r}: {e}') from None
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in FORMULA_FUNCS:
+                raise ValueError(f'rule {rule_name!r}: formula {formula!r} calls '
+                                 f'an unknown function; allowed: {sorted(FORMULA_FUNCS)}')
+        elif isinstance(node, ast.Name) and node.id not in FORMULA_FUNCS:
+            names.add(node.id)
+    return names
+
+
+def _check(rule):
+    if rule.kind != 'elementwise':
+        return
+    if len(rule.vjps) != len(rule.inputs):
+        raise ValueError(f'rule {rule.name!r} gives {len(rule.vjps)} gradient formula(s) '
+                         f'for {len(rule.inputs)} input(s)')
+    allowed = {'grad', 'out'} | set(rule.inputs) | set(rule.consts)
+    used = set()
+    for f in rule.vjps:
+        if f is None:
+            continue
+        names = _names_in(f, rule.name)
+        unknown = names - allowed
+        if unknown:
+            raise ValueError(f'rule {rule.name!r}: formula {f!r} names unknown input(s) '
+                             f'{sorted(unknown)}; it may use {sorted(allowed)}')
+        used |= names
+    rule.saves = tuple(n for n in SAVED_ORDER if n in used)
+    rule.saves_consts = rule.consts   # constants are always stored (one float each)
+
+
+def E(name, node, inputs, vjps, consts=()):
+    return Rule(name, node, 'elementwise', inputs, consts, vjps)
+
+
+def S(name, node, kind):
+    return Rule(name, node, kind)
+
+
+RULES = [
+    # --- binary elementwise (operands already expanded to one shape) ---
+    E('add', 'AddBackward0', 'ab', ('grad', 'grad')),
+    E('sub', 'SubBackward0', 'ab', ('grad', '-grad')),
+    E('mul', 'MulBackward0', 'ab', ('grad * b', 'grad * a')),
+    E('div', 'DivBackward0', 'ab', ('grad / b', '-grad * a / (b * b)')),
+    E('pow', 'PowBackward1', 'ab', ('grad * pow_grad(a, b)', 'grad * xlogy_safe(out, a)')),
+    # ties split the gradient in half, as PyTorch does
+    E('maximum', 'MaximumBackward0', 'ab', ('grad * ge_half(a, b)', 'grad * ge_half(b, a)')),
+    E('minimum', 'MinimumBackward0', 'ab', ('grad * ge_half(b, a)', 'grad * ge_half(a, b)')),
+    # --- tensor with a Python scalar c ---
+    E('add_scalar', 'AddBackward0', 'a', ('grad',), consts='c'),
+    E('sub_scalar', 'SubBackward0', 'a', ('grad',), consts='c'),
+    E('rsub_scalar', 'RsubBackward1', 'a', ('-grad',), consts='c'),
+    E('mul_scalar', 'MulBackward0', 'a', ('grad * c',), consts='c'),
+    E('div_scalar', 'DivBackward0', 'a', ('grad / c',), consts='c'),
+    E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c'),
+    E('pow_scalar', 'PowBackward0', 'a', ('grad * pow_grad(a, c)',), consts='c'),
+    E('rpow_scalar', 'PowBackward2', 'a', ('grad * out * log(c)',), consts='c'),
+    # --- unary elementwise ---
+    E('neg', 'NegBackward0', 'a', ('-grad',)),
+    E('exp', 'ExpBackward0', 'a', ('grad * out',)),
+    E('log', 'LogBackward0', 'a', ('grad / a',)),
+    E('sqrt', 'SqrtBackward0', 'a', ('grad / (2.0 * out)',)),
+    E('sin', 'SinBackward0', 'a', ('grad * cos(a)',)),
+    E('cos', 'CosBackward0', 'a', ('-grad * sin(a)',)),
+    E('tanh', 'TanhBackward0', 'a', ('grad * (1.0 - out * out)',)),
+    E('sigmoid', 'SigmoidBackward0', 'a', ('grad * out * (1.0 - out)',)),
+    E('relu', 'ReluBackward0', 'a', ('grad * step(out)',)),
+    E('abs', 'AbsBackward0', 'a', ('grad * sign(a)',)),
+    # --- structural: kernels written by hand, once per kind ---
+    S('sum', 'SumBackward0', 'sum_all'),           # grad_in[i] += c * grad_out[0]
+    S('mean', 'MeanBackward0', 'sum_all'),
+    S('sum_dim', 'SumBackward1', 'reduce'),        # grad_in[i] += c * grad_out[map(i)]
+    S('mean_dim', 'MeanBackward1', 'reduce'),
+    S('expand', 'ExpandBackward0', 'expand'),      # grad_in[map(i)] += grad_out[i]
+    S('view', 'ViewBackward0', 'identity'),        # same elements, new shape
+    S('reshape', 'ViewBackward0', 'identity'),
+    S('index', 'IndexBackward0', 'take'),          # grad_in[idx[i]] += grad_out[i]
+    S('slice', 'SliceBackward0', 'take'),
+    S('select', 'SelectBackward0', 'take'),
+    S('t', 'TBackward0', 'take'),
+    S('transpose', 'TransposeBackward0', 'take'),
+    S('permute', 'PermuteBackward0', 'take'),
+    S('mm', 'MmBackward0', 'mm'),
+    S('python', 'PythonBackward', 'python'),       # runs Python: custom Function, hooks
+]
+
+for _i, _r in enumerate(RULES):
+    _r.op = _i
+    _check(_r)
+
+BY_NAME = {r.name: r for r in RULES}
+if len(BY_NAME) != len(RULES):
+    raise ValueError('rule table: two rows share a name')
+OP = {r.name: r.op for r in RULES}
+STRUCTURAL_KINDS = ('sum_all', 'reduce', 'expand', 'identity', 'take', 'mm', 'python')
+for _r in RULES:
+    if _r.kind != 'elementwise' and _r.kind not in STRUCTURAL_KINDS:
+        raise ValueError(f'rule {_r.name!r}: unknown kind {_r.kind!r}')

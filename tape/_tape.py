@@ -1,0 +1,221 @@
+"""The flat Wengert tape: plain integer records plus saved buffers.
+
+Format (hard to change, so written down here).  A record is 8 int64 values,
+appended to ``Tape.rec`` as one ``list.extend`` while the forward pass runs and
+turned into an ``(n, 8)`` array once, at backward:
+
+    0 op     opcode: the row index in tape._rules.RULES
+    1 out    slot of the result
+    2 n      number of elements of the result
+    3 in0    slot of the first input, or -1 when it needs no gradient
+    4 in1    slot of the second input, or -1
+    5 v      offset of the record's saved values in V (for sum/mean: the input's size)
+    6 a      offset of the record's integer attributes in A (or a Python index)
+    7 x      index of the record's scalar constants in C (for expand/take: the
+             input's size)
+
+A *slot* is an offset into one float64 gradient arena ``G``; a tensor with
+k elements owns G[slot : slot+k], flattened in C order.  Slots are handed out
+in recording order, so they never overlap and need no table.  Leaves get a
+slot the first time a tape meets them.
+
+``V`` is ``np.concatenate(saved, axis=None, dtype=float64)``: the saved
+arrays are kept by reference while recording (no copy per op), and made into
+one buffer when the tape is swept.  ``A`` is the same for integer attributes,
+and ``C`` (a float64 array of the Python list ``consts``) holds scalar
+constants such as the 2 in ``x * 2``.
+
+Why this shape: appending one tuple to a Python list is the cheapest record
+the interpreter can make (~90 ns), and plain arrays are what Numba takes
+without conversion, so the whole sweep is one compiled call.  Python-only
+records (custom Functions, hooks, large matrix products) keep their closures
+in ``Tape.py`` and stop the sweep there; see tape/_sweep.py.
+
+A tape belongs to one graph.  Its result tensors hold it; it holds its leaves
+and saved arrays but no result tensor, so it dies (and frees its buffers) with
+the last tensor of its graph.  Combining tensors of two tapes merges the
+younger into the older (``_merge``).
+"""
+import itertools
+import threading
+
+import numpy as np
+
+from ._rules import RULES
+
+REC = 8
+_serial = itertools.count(1)
+
+F64 = np.float64
+
+
+class _GradMode(threading.local):
+    enabled = True
+
+
+grad_mode = _GradMode()
+
+# Bumped by every in-place change of a tensor's storage; a tape whose epoch
+# matches it needs no version check at backward.
+inplace_epoch = [0]
+
+
+class Tape:
+    """One graph's records.  ``print(tape)`` lists them."""
+    __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos',
+                 'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
+                 'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
+                 'dirty', 'consts', '__weakref__')
+
+    def __init__(self):
+        self.rec = []           # REC ints per record
+        self.n = 0              # number of records
+        self.saved = []         # arrays/scalars, concatenated into V at backward
+        self.vpos = 0
+        self.attrs = []         # int arrays, concatenated into A at backward
+        self.apos = 0
+        self.consts = []        # Python numbers, C at backward
+        self.gpos = 0           # next free slot
+        self.leaves = []        # (leaf tensor, slot)
+        self.leafmap = {}       # id(leaf) -> slot
+        self.serial = next(_serial)
+        self.released = False
+        self.py = []            # Python records: objects with .backward(...)
+        self.alias = None       # set when merged into another tape
+        self.gshift = 0
+        self.rshift = 0
+        self.packed = None      # (R, V, A) cached by a retain_graph sweep
+        self.epoch = inplace_epoch[0]
+        self.boxes = []         # version boxes of saved leaves/constants
+        self.versions = []      # their versions when saved
+        self.dirty = None       # slots of results changed in place
+
+    # -- recording helpers ---------------------------------------------
+    def leaf_slot(self, t):
+        """Slot of leaf ``t`` on this tape, registering it on first use."""
+        slot = self.leafmap.get(id(t))
+        if slot is None:
+            slot = self.gpos
+            self.gpos += t._data.size
+            self.leafmap[id(t)] = slot
+            self.leaves.append((t, slot))
+        t._rec = self.serial      # a leaf caches its last tape's serial...
+        t._goff = slot            # ...and its slot there
+        return slot
+
+    def add_attrs(self, arr):
+        off = self.apos
+        self.attrs.append(arr)
+        self.apos += len(arr)
+        return off
+
+    def save_box(self, t):
+        """Remember the version of leaf/constant ``t`` whose data is saved."""
+        box = t._vbox
+        if box is None:
+            box = t._vbox = [0]
+        self.boxes.append(box)
+        self.versions.append(box[0])
+
+    def check_versions(self):
+        """Raise if a saved tensor was changed in place since it was saved."""
+        if self.epoch == inplace_epoch[0]:
+            return
+        for i, box in enumerate(self.boxes):
+            if box[0] != self.versions[i]:
+                raise RuntimeError(
+                    'one of the variables needed for gradient computation has been '
+                    'modified by an inplace operation: a saved tensor is at version '
+                    f'{box[0]}; expected version {self.versions[i]} instead.')
+        if self.dirty:
+            R = np.asarray(self.rec, dtype=np.int64).reshape(-1, REC)
+            for slot, at in self.dirty:
+                for k in range(min(at, len(R))):
+                    rule = RULES[R[k, 0]]
+                    uses = ((R[k, 3] == slot and 'a' in rule.saves) or
+                            (R[k, 4] == slot and 'b' in rule.saves) or
+                            (R[k, 1] == slot and 'out' in rule.saves) or
+                            (rule.kind == 'mm' and slot in (R[k, 3], R[k, 4])))
+                    if uses:
+                        raise RuntimeError(
+                            'one of the variables needed for gradient computation has '
+                            'been modified by an inplace operation: the tensor saved by '
+                            f'{rule.node} (record {k}) was changed after it was saved.')
+
+    def __repr__(self):
+        state = 'released' if self.released else 'live'
+        return f'<Tape #{self.serial}: {self.n} records, {self.gpos} gradient slots, {state}>'
+
+    def __str__(self):
+        lines = [repr(self)]
+        for t, slot in self.leaves:
+            lines.append(f'  leaf  slot {slot:>6}  shape {tuple(t._data.shape)}')
+        rec = self.rec
+        for k in range(self.n):
+            op, out, n, a, b, v, ax, x = rec[k * REC:(k + 1) * REC]
+            ins = ', '.join(f'slot {s}' if s >= 0 else 'const' for s in (a, b)
+                            if not (s < 0 and RULES[op].kind != 'elementwise'))
+            lines.append(f'  {k:>4}  {RULES[op].name:<12} slot {out:>6} [{n}] <- {ins}')
+        return '\n'.join(lines)
+
+
+def resolve(t):
+    """Follow merges: make ``t._tape`` the live tape its records now sit on."""
+    tape = t._tape
+    while tape.alias is not None:
+        t._goff += tape.gshift
+        t._rec += tape.rshift
+        tape = tape.alias
+    t._tape = tape
+    return tape
+
+
+def merge(dst, src):
+    """Append ``src``'s records to ``dst``; ``src`` becomes an alias of it."""
+    gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
+    nconst = len(dst.consts)
+    rec = src.rec
+    for k in range(src.n):
+        r = rec[k * REC:(k + 1) * REC]
+        kind = RULES[r[0]].kind
+        r[1] += gs
+        if r[3] >= 0:
+            r[3] += gs
+        if r[4] >= 0:
+            r[4] += gs
+        if kind in ('elementwise', 'sum_all', 'reduce'):
+            r[7] += nconst
+        if kind not in ('sum_all', 'reduce'):
+            r[5] += vs
+        if kind == 'python':
+            r[6] += len(dst.py)
+        else:
+            r[6] += as_
+        dst.rec.extend(r)
+    for p in src.py:
+        p.shift(gs)
+    dst.py.extend(src.py)
+    dst.n += src.n
+    dst.saved.extend(src.saved)
+    dst.vpos += src.vpos
+    dst.attrs.extend(src.attrs)
+    dst.consts.extend(src.consts)
+    dst.apos += src.apos
+    for t, slot in src.leaves:
+        # a leaf on both tapes keeps two slots; delivery adds both
+        dst.leafmap.setdefault(id(t), slot + gs)
+        dst.leaves.append((t, slot + gs))
+    dst.gpos += src.gpos
+    dst.boxes.extend(src.boxes)
+    dst.versions.extend(src.versions)
+    dst.epoch = min(dst.epoch, src.epoch)
+    if src.dirty:
+        dst.dirty = (dst.dirty or []) + [(s + gs, at + rs) for s, at in src.dirty]
+    dst.released = dst.released or src.released
+    dst.packed = None
+    src.alias = dst
+    src.gshift = gs
+    src.rshift = rs
+    # free src's buffers: dst owns them now
+    src.rec = src.saved = src.attrs = src.leaves = src.py = None
+    src.leafmap = {}

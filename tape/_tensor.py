@@ -1,0 +1,353 @@
+"""The Tensor: a NumPy payload plus the little autograd needs to find its record.
+
+A result of a recorded op is a non-leaf: ``_tape`` is its graph's tape,
+``_goff`` its gradient slot and ``_rec`` the index of the record that made it.
+A leaf has ``_tape = None``; if it requires grad it caches, in the same two
+fields, its slot on the last tape that used it (``_rec`` then holds that tape's
+serial number).  Keeping the object this small is what keeps recording cheap.
+
+0-d results hold a NumPy scalar rather than a 0-d array: NumPy does scalar
+arithmetic about ten times faster.  Anything that needs real storage (``.data``,
+in-place ops) first turns it into a 0-d array.
+"""
+import numpy as np
+
+from . import _tape as _tp
+
+_np_scalar_types = (np.floating, np.integer, np.bool_)
+
+
+def _fmt_data(d):
+    a = np.asarray(d)
+    if a.dtype.kind == 'f':
+        finite = a[np.isfinite(a)] if a.size else a
+        integral = finite.size == 0 or bool(np.all(finite == np.round(finite)))
+        big = finite.size and (np.max(np.abs(finite)) >= 1e8 or
+                               (np.min(np.abs(finite[finite != 0])) < 1e-4
+                                if np.any(finite != 0) else False))
+        if integral and not big:
+            opts = dict(precision=0, floatmode='fixed')
+        elif big:
+            opts = dict(precision=4, floatmode='fixed', suppress_small=False)
+            return np.array2string(a, separator=', ', prefix='tensor(',
+                                   formatter={'float_kind': lambda v: f'{v:.4e}'})
+        else:
+            opts = dict(precision=4, floatmode='fixed')
+        s = np.array2string(a, separator=', ', prefix='tensor(', **opts)
+        if integral and not big:
+            s = s.replace('.,', '.,')  # numpy prints "1." already
+        return s
+    if a.dtype.kind == 'b':
+        return np.array2string(a, separator=', ', prefix='tensor(',
+                               formatter={'bool': lambda v: 'True' if v else 'False'})
+    return np.array2string(a, separator=', ', prefix='tensor(')
+
+
+DTYPE_NAMES = {np.dtype(np.float32): 'tape.float32', np.dtype(np.float64): 'tape.float64',
+               np.dtype(np.int64): 'tape.int64', np.dtype(np.int32): 'tape.int32',
+               np.dtype(np.bool_): 'tape.bool', np.dtype(np.float16): 'tape.float16',
+               np.dtype(np.uint8): 'tape.uint8'}
+_DEFAULT_SHOWN = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
+
+
+class Tensor:
+    """An n-dimensional array that records the ops applied to it.
+
+    >>> import tape
+    >>> w = tape.tensor([1.0, 2.0], requires_grad=True)
+    >>> (w * w).sum().backward()
+    >>> w.grad
+    tensor([2., 4.])
+    """
+    __slots__ = ('_data', '_rg', '_tape', '_goff', '_rec', '_grad', '_vbox',
+                 '_extra', '__weakref__')
+    __array_priority__ = 1000     # ndarray (op) Tensor defers to Tensor
+
+    def __init__(self, data=None, requires_grad=False):
+        # Tensor(data) follows torch.Tensor(data): float32 for Python numbers
+        if data is None:
+            data = np.zeros(0, np.float32)
+        arr = np.array(data.numpy() if isinstance(data, Tensor) else data)
+        if arr.dtype.kind in 'iub' and not isinstance(data, np.ndarray):
+            arr = arr.astype(np.float32)
+        elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+            arr = arr.astype(np.float32)
+        _init(self, arr, False)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # -- identity and autograd state ------------------------------------
+    @property
+    def data(self):
+        """A tensor sharing this one's storage, outside the graph; changes to it are not tracked."""
+        d = _storage(self)
+        t = _leaf(d)
+        return t
+
+    @data.setter
+    def data(self, value):
+        value = value._data if isinstance(value, Tensor) else np.asarray(value)
+        self._data = value
+
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad=True):
+        """Set whether autograd records ops on this leaf; returns self."""
+        if self._tape is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    'you can only change requires_grad flags of leaf variables. If you want '
+                    'to use a computed variable in a subgraph that doesn\'t require '
+                    'differentiation use var_no_grad = var.detach().')
+            return self
+        if requires_grad and self._data.dtype.kind not in 'fc':
+            raise RuntimeError('only Tensors of floating point dtype can require gradients '
+                               f'(got {DTYPE_NAMES.get(self._data.dtype, self._data.dtype)})')
+        self._rg = bool(requires_grad)
+        if not requires_grad:
+            self._goff = -1
+            self._rec = 0
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._tape is None
+
+    @property
+    def grad(self):
+        g = self._grad
+        if g is None and self._tape is not None and not self._retains_grad():
+            import warnings
+            warnings.warn(
+                'The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. '
+                'Its .grad attribute won\'t be populated during autograd.backward(). If you '
+                'indeed want the .grad field to be populated for a non-leaf Tensor, use '
+                '.retain_grad() on the non-leaf Tensor.', UserWarning, stacklevel=2)
+        return g
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f'assigned grad expected to be a Tensor or None but got '
+                                f'grad of type {type(value).__name__}')
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(f'assigned grad has data of a different size: '
+                                   f'{tuple(value._data.shape)} vs {tuple(self._data.shape)}')
+        self._grad = value
+
+    def _retains_grad(self):
+        return self._extra is not None and self._extra.get('retain_grad', False)
+
+    @property
+    def grad_fn(self):
+        if self._tape is None:
+            return None
+        from ._graph import node_for
+        return node_for(self)
+
+    @property
+    def _version(self):
+        return 0 if self._vbox is None else self._vbox[0]
+
+    def detach(self):
+        """A new leaf sharing storage (and the version counter) with this tensor."""
+        d = _storage(self)
+        t = _leaf(d)
+        if self._vbox is None:
+            self._vbox = [0]
+        t._vbox = self._vbox
+        return t
+
+    def detach_(self):
+        if self._tape is not None:
+            self._tape = None
+            self._rg = False
+            self._goff = -1
+            self._rec = 0
+        return self
+
+    # -- shape and conversion -----------------------------------------
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_norm_dim(dim, self._data.ndim, 'size')]
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def device(self):
+        return 'cpu'
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == 'f'
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f'a Tensor with {self._data.size} elements cannot be converted '
+                               'to Scalar')
+        return self._data.reshape(()).item() if isinstance(self._data, np.ndarray) \
+            else self._data.item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in 'iu':
+            raise TypeError('only integer tensors of a single element can be converted to an index')
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f'Boolean value of Tensor with more than one value is ambiguous')
+        return bool(self.item())
+
+    def numpy(self):
+        if self._rg:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               'Use tensor.detach().numpy() instead.')
+        return _storage(self)
+
+    def tolist(self):
+        return np.asarray(self._data).tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self._data)
+        return a if dtype is None else a.astype(dtype)
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError('len() of a 0-d tensor')
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError('iteration over a 0-d tensor')
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        d = self._data
+        body = _fmt_data(d)
+        extras = []
+        if d.size == 0 and d.ndim != 1:
+            extras.append(f'size={tuple(d.shape)}')
+        if d.dtype not in _DEFAULT_SHOWN:
+            extras.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
+        if self._tape is not None:
+            extras.append(f'grad_fn=<{self.grad_fn.name()}>')
+        elif self._rg:
+            extras.append('requires_grad=True')
+        sep = ',\n       ' if '\n' in body else ', '
+        return 'tensor(' + body + ''.join(sep + e for e in extras) + ')'
+
+    __str__ = __repr__
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return {np.dtype(np.float32): 'tape.FloatTensor', np.dtype(np.float64): 'tape.DoubleTensor',
+                    np.dtype(np.int64): 'tape.LongTensor', np.dtype(np.bool_): 'tape.BoolTensor'}.get(
+                        self._data.dtype, str(self._data.dtype))
+        return self.to(dtype)
+
+    def clone(self):
+        from . import _ops
+        return _ops.clone(self)
+
+    def copy_(self, src):
+        from . import _ops
+        return _ops.inplace(self, 'copy', src)
+
+
+class Size(tuple):
+    """The shape of a tensor: a tuple that prints like ``tape.Size([2, 3])``."""
+    def __repr__(self):
+        return f'tape.Size({list(self)})'
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+def _norm_dim(dim, ndim, opname):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f'{opname}: Dimension out of range (expected to be in range of '
+                         f'[{-n}, {n - 1}], but got {dim})')
+    return dim + n if dim < 0 else dim
+
+
+_TNEW = object.__new__
+
+
+def _init(t, data, rg):
+    t._data = data
+    t._rg = rg
+    t._tape = None
+    t._goff = -1
+    t._rec = 0
+    t._grad = None
+    t._vbox = None
+    t._extra = None
+
+
+def _leaf(data):
+    """A leaf that does not require grad, wrapping ``data`` as is."""
+    t = _TNEW(Tensor)
+    t._data = data
+    t._rg = False
+    t._tape = None
+    t._goff = -1
+    t._rec = 0
+    t._grad = None
+    t._vbox = None
+    t._extra = None
+    return t
+
+
+def _storage(t):
+    """The tensor's data as an ndarray that in-place ops can write to."""
+    d = t._data
+    if type(d) is not np.ndarray:
+        d = t._data = np.array(d)
+    return d
+
+
+def _bump_version(t):
+    box = t._vbox
+    if box is not None:
+        box[0] += 1
+    _tp.inplace_epoch[0] += 1

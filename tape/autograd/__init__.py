@@ -1,0 +1,144 @@
+"""``tape.autograd``: backward, grad, and the legacy ``Variable`` name.
+
+>>> import tape
+>>> x = tape.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> y = (x ** 2).sum()
+>>> tape.autograd.grad(y, x)
+(tensor([2., 4., 6.]),)
+"""
+import warnings
+
+import numpy as np
+
+from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .._sweep import run
+from .._tensor import Tensor, _leaf
+
+__all__ = ['backward', 'grad', 'Variable', 'no_grad', 'enable_grad', 'set_grad_enabled',
+           'is_grad_enabled']
+
+
+def _seq(x):
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def _seeds(outputs, grad_outputs, create_graph):
+    grads = []
+    gs = _seq(grad_outputs) or [None] * len(outputs)
+    if len(gs) != len(outputs):
+        raise RuntimeError(f'grad can be implicitly created only for scalar outputs: got '
+                           f'{len(gs)} gradients for {len(outputs)} outputs')
+    for i, (o, g) in enumerate(zip(outputs, gs)):
+        if not isinstance(o, Tensor):
+            raise TypeError(f'backward: expected a Tensor as output {i}, got {type(o).__name__}')
+        if not o._rg:
+            raise RuntimeError(f'element {i} of tensors does not require grad and does not '
+                               'have a grad_fn')
+        if g is None:
+            if o._data.size != 1:
+                raise RuntimeError('grad can be implicitly created only for scalar outputs '
+                                   f'(output {i} has shape {tuple(o._data.shape)})')
+            grads.append(np.ones(o._data.shape, dtype=np.float64))
+            continue
+        gd = g._data if isinstance(g, Tensor) else np.asarray(g)
+        if np.shape(gd) != o._data.shape:
+            if np.size(gd) == o._data.size and np.ndim(gd) == 0:
+                gd = np.reshape(gd, o._data.shape)
+            else:
+                raise RuntimeError(
+                    f'Mismatch in shape: grad_output[{i}] has a shape of '
+                    f'{list(np.shape(gd))} and output[{i}] has a shape of '
+                    f'{list(o._data.shape)}.')
+        grads.append(np.asarray(gd, dtype=np.float64))
+    return grads
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the graph's leaves.
+
+    >>> import tape
+    >>> w = tape.tensor([3.0], requires_grad=True)
+    >>> tape.autograd.backward(w * w)
+    >>> w.grad
+    tensor([6.])
+    """
+    if grad_variables is not None:
+        grad_tensors = grad_variables
+    outputs = _seq(tensors)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if create_graph:
+        from .._differentiable import backward_differentiable
+        grads = _seeds(outputs, grad_tensors, True)
+        backward_differentiable(outputs, _seq(grad_tensors), grads, retain_graph=True,
+                                inputs=None)
+        return
+    grads = _seeds(outputs, grad_tensors, False)
+    run(outputs, grads, retain_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Return the gradients of ``outputs`` with respect to ``inputs`` (a tuple).
+
+    Leaves' ``.grad`` are left untouched.
+    """
+    outs = _seq(outputs)
+    ins = _seq(inputs)
+    single = isinstance(inputs, Tensor)
+    for i, x in enumerate(ins):
+        if not isinstance(x, Tensor):
+            raise TypeError(f'grad: inputs[{i}] is a {type(x).__name__}, not a Tensor')
+        if not x._rg:
+            raise RuntimeError(f'One of the differentiated Tensors does not require grad '
+                               f'(input {i}, shape {tuple(x._data.shape)})')
+    if retain_graph is None:
+        retain_graph = create_graph
+    grads = _seeds(outs, grad_outputs, create_graph)
+    if create_graph:
+        from .._differentiable import backward_differentiable
+        res = backward_differentiable(outs, _seq(grad_outputs), grads, retain_graph=True,
+                                      inputs=ins)
+    else:
+        res = run(outs, grads, retain_graph, inputs=ins, accumulate=False)
+        res = [None if g is None else _leaf(g) for g in res]
+    out = []
+    for i, g in enumerate(res):
+        if g is None:
+            if materialize_grads:
+                g = _leaf(np.zeros_like(ins[i]._data))
+            elif not allow_unused:
+                raise RuntimeError('One of the differentiated Tensors appears to not have been '
+                                   'used in the graph. Set allow_unused=True if this is the '
+                                   f'desired behavior. (input {i}, shape '
+                                   f'{tuple(ins[i]._data.shape)})')
+        out.append(g)
+    del single
+    return tuple(out)
+
+
+def Variable(data, requires_grad=False, volatile=False):
+    """The legacy wrapper: returns a Tensor (``Variable`` and ``Tensor`` merged in PyTorch 0.4).
+
+    >>> import tape
+    >>> from tape.autograd import Variable
+    >>> Variable(tape.ones(2), requires_grad=True)
+    tensor([1., 1.], requires_grad=True)
+    """
+    if volatile:
+        warnings.warn('volatile was removed and now has no effect. Use `with tape.no_grad():` '
+                      'instead.', UserWarning, stacklevel=2)
+    if isinstance(data, Tensor):
+        t = _leaf(data._data)
+        t._vbox = data._vbox
+    else:
+        from .. import tensor
+        t = tensor(data)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
