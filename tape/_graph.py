@@ -1,6 +1,5 @@
 """Graph nodes for ``grad_fn``: made on demand, so recording never pays for them."""
 from ._rules import RULES
-from ._tape import REC
 
 
 class Node:
@@ -12,7 +11,7 @@ class Node:
         self._rec = rec
 
     def _rule(self):
-        return RULES[self._tape.rec[self._rec * REC]]
+        return RULES[self._tape.record(self._rec)[0]]
 
     def name(self):
         return self._rule().node

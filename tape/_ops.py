@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _tape as _tp
 from ._rules import OP, RULES
-from ._tape import Tape, grad_mode, merge, resolve
+from ._tape import PACK as _PACK, grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW, DTYPE_NAMES
 
 _SAVES = []     # per opcode: bit 1 saves a, 2 saves b, 4 saves out
@@ -63,7 +63,7 @@ def _tape_of(a):
         if tape.alias is not None:
             tape = resolve(a)
         return tape
-    return Tape()
+    return open_tape()
 
 
 def _tape_of2(a, b):
@@ -74,7 +74,7 @@ def _tape_of2(a, b):
     if tb is not None and tb.alias is not None:
         tb = resolve(b)
     if ta is None:
-        return tb if tb is not None else Tape()
+        return tb if tb is not None else open_tape()
     if tb is None or tb is ta:
         return ta
     # two graphs meet: keep the older tape, move the younger's records onto it
@@ -109,12 +109,15 @@ def _broadcast_attrs(big_shape, small_shape):
     return np.array([nd, *big_shape, *strides], dtype=_I64)
 
 
+_OP_EXPAND = OP['expand']
+
+
 def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
     """Record an implicit broadcast of slot; return the slot of the expanded copy."""
     out = tape.gpos
     tape.gpos = out + size_big
     ax = 0 if size_small == 1 else tape.add_attrs(_broadcast_attrs(big_shape, small_shape))
-    tape.rec.extend((OP['expand'], out, size_big, slot, -1, 0, ax, size_small))
+    tape.rec += _PACK(OP['expand'], out, size_big, slot, -1, 0, ax, size_small)
     tape.n += 1
     return out
 
@@ -156,7 +159,7 @@ def _record_binary(op, a, b, out):
         if sv & 4:
             saved.append(out)
             v += n
-    tape.rec.extend((op, slot, n, g0, g1, tape.vpos, 0, 0))
+    tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
     tape.vpos = v
     return _result(out, tape, slot)
 
@@ -165,7 +168,7 @@ def _record_unary(op, a, out, const=None):
     """Record elementwise ``out = op(a)`` (with an optional scalar constant)."""
     tape = a._tape
     if tape is None:
-        tape = Tape()
+        tape = open_tape()
         g0 = _slot(a, tape)
     else:
         if tape.alias is not None:
@@ -189,7 +192,7 @@ def _record_unary(op, a, out, const=None):
     if const is not None:
         ci = len(tape.consts)
         tape.consts.append(const)
-    tape.rec.extend((op, slot, n, g0, -1, tape.vpos, 0, ci))
+    tape.rec += _PACK(op, slot, n, g0, -1, tape.vpos, 0, ci)
     tape.vpos = v
     return _result(out, tape, slot)
 
@@ -215,7 +218,7 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None):
         v = x
         x = len(tape.consts)
         tape.consts.append(scale)
-    tape.rec.extend((op, slot, n, g0, g1, v, ax, x))
+    tape.rec += _PACK(op, slot, n, g0, g1, v, ax, x)
     return _result(out, tape, slot)
 
 
@@ -367,7 +370,7 @@ def _reduce(name_all, name_dim, npf, scale_of):
         else:
             out = npf(d, axis=dims, keepdims=keepdim)
         if a._rg and grad_mode.enabled:
-            kept = np.shape(npf(d, axis=dims, keepdims=True)) if d.ndim else ()
+            kept = tuple(1 if i in dims else sz for i, sz in enumerate(d.shape))
             count = 1
             for k in dims:
                 count *= d.shape[k] if d.ndim else 1
@@ -378,7 +381,12 @@ def _reduce(name_all, name_dim, npf, scale_of):
     return f
 
 
-sum_ = _reduce('sum', 'sum_dim', np.sum, lambda n: 1.0)
+def _np_sum(d, axis=None, keepdims=False):
+    # np.add.reduce skips np.sum's Python-level dispatch (~1 us per call)
+    return np.add.reduce(d, axis=axis, keepdims=keepdims)
+
+
+sum_ = _reduce('sum', 'sum_dim', _np_sum, lambda n: 1.0)
 mean = _reduce('mean', 'mean_dim', np.mean, lambda n: 1.0 / n if n else float('nan'))
 
 
@@ -412,22 +420,33 @@ def _sizes(args):
     return tuple(int(s) for s in args)
 
 
+_SMALL_COPY = 4096   # below this many elements a copy beats np.broadcast_to's view
+
+
 def expand(a, *sizes):
-    shape = _check_expand(a, _sizes(sizes))
     d = a._data
-    out = np.broadcast_to(d, shape)
-    if a._rg and grad_mode.enabled and shape != d.shape:
-        tape = _tape_of(a)
-        g0 = _slot(a, tape)
-        n = out.size
-        slot = tape.gpos
-        tape.gpos = slot + n
-        ax = 0 if d.size == 1 else tape.add_attrs(_broadcast_attrs(shape, d.shape))
-        tape.rec.extend((OP['expand'], slot, n, g0, -1, 0, ax, d.size))
-        return _result(out, tape, slot)
-    if a._rg and grad_mode.enabled:
-        return _view_record(a, out, 'expand')
-    return _leaf(out)
+    shape = sizes[0] if len(sizes) == 1 and type(sizes[0]) is tuple else _sizes(sizes)
+    if shape != d.shape:
+        shape = _check_expand(a, shape)
+    n = 1
+    for s in shape:
+        n *= s
+    if n <= _SMALL_COPY:
+        out = np.empty(shape, d.dtype)
+        out[...] = d
+    else:
+        out = np.broadcast_to(d, shape)
+    if not (a._rg and grad_mode.enabled):
+        return _leaf(out)
+    if shape == d.shape:
+        return _record_struct(OP['view'], a, out)
+    tape = _tape_of(a)
+    g0 = _slot(a, tape)
+    slot = tape.gpos
+    tape.gpos = slot + n
+    ax = 0 if d.size == 1 else tape.add_attrs(_broadcast_attrs(shape, d.shape))
+    tape.rec += _PACK(_OP_EXPAND, slot, n, g0, -1, 0, ax, d.size)
+    return _result(out, tape, slot)
 
 
 def expand_as(a, other):

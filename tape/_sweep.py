@@ -13,7 +13,7 @@ which is the "clone" of the tape's mutable state).
 import numpy as np
 
 from ._rules import RULES
-from ._tape import REC, resolve
+from ._tape import REC, inplace_epoch, resolve
 from ._tensor import Tensor, _leaf
 
 SECOND_BACKWARD = (
@@ -37,42 +37,21 @@ def kernel():
     return _kernel
 
 
-class _Pool:
-    """Reused G and reach buffers: allocation is slow here, zero-filling is not."""
-    __slots__ = ('G', 'reach', 'busy')
-
-    def __init__(self):
-        self.G = np.zeros(0)
-        self.reach = np.zeros(0, np.uint8)
-        self.busy = False
-
-    def take(self, n):
-        if self.busy:                 # a Python record started a nested backward
-            return np.zeros(n), np.zeros(n, np.uint8), False
-        if self.G.size < n:
-            size = max(n, 2 * self.G.size, 1024)
-            self.G = np.zeros(size)
-            self.reach = np.zeros(size, np.uint8)
-            G, reach = self.G[:n], self.reach[:n]
-        else:
-            G, reach = self.G[:n], self.reach[:n]
-            G.fill(0.0)
-            reach.fill(0)
-        self.busy = True
-        return G, reach, True
-
-
-_pool = _Pool()
-
-
 def pack(tape):
+    """The tape as arrays: R (records), V (saved values), A (int attributes), C (constants)."""
     packed = tape.packed
     if packed is not None and packed[0] == tape.n:
         return packed[1:]
-    R = np.array(tape.rec, dtype=np.int64).reshape(-1, REC)
-    V = np.concatenate(tape.saved, axis=None, dtype=np.float64) if tape.saved else _EMPTY_F
-    A = np.concatenate(tape.attrs, axis=None, dtype=np.int64) if tape.attrs else _EMPTY_I
-    C = np.array(tape.consts, dtype=np.float64) if tape.consts else _EMPTY_F
+    R = np.frombuffer(tape.rec, np.int64).reshape(-1, REC).copy()
+    saved, attrs, consts = tape.saved, tape.attrs, tape.consts
+    if tape.freed is not None:
+        fv, fa, fc = tape.freed
+        saved = [np.zeros(fv)] + saved
+        attrs = [np.zeros(fa, np.int64)] + attrs
+        consts = [0.0] * fc + consts
+    V = np.concatenate(saved, axis=None, dtype=np.float64) if saved else _EMPTY_F
+    A = np.concatenate(attrs, axis=None, dtype=np.int64) if attrs else _EMPTY_I
+    C = np.array(consts, dtype=np.float64) if consts else _EMPTY_F
     return R, V, A, C
 
 
@@ -123,53 +102,88 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     if tape is None:
         # every root is a leaf: its gradient is the seed itself
         return _leaf_only(roots, grads, inputs, accumulate)
-    if tape.released:
-        raise RuntimeError(SECOND_BACKWARD)
-    tape.check_versions()
+    dead = tape.dead
+    if dead is not None:
+        for r in roots:
+            if r._tape is tape and r._rec < len(dead) and dead[r._rec]:
+                raise RuntimeError(SECOND_BACKWARD)
+    if tape.epoch != inplace_epoch[0]:
+        tape.check_versions()
     R, V, A, C = pack(tape)
-    G, reach, pooled = _pool.take(tape.gpos)
-    try:
-        start = -1
+    # np.zeros is calloc: cheap for small arenas, lazily zeroed pages for big ones
+    G = np.zeros(tape.gpos)
+    reach = np.zeros(tape.gpos, np.uint8)
+    start = -1
+    for r, g in zip(roots, grads):
+        if r._tape is None:
+            continue
+        s = r._goff
+        if type(g) is float:
+            G[s] += g
+        else:
+            G[s:s + g.size] += g.ravel()
+        reach[s] = 1
+        if r._rec > start:
+            start = r._rec
+    sweep = _kernel or kernel()
+    k = start
+    while k >= 0:
+        k = sweep(R, G, V, A, C, reach, k, -1)
+        if k < 0:
+            break
+        _python_record(tape, k, R, G, V, A, reach)
+        k -= 1
+    if dead is not None and np.any(dead & reach[R[:len(dead), 1]]):
+        raise RuntimeError(SECOND_BACKWARD)
+    result = None
+    if inputs is not None:
+        result = [_grad_of(tape, x, G, reach) for x in inputs]
+    if accumulate:
+        for leaf, s in tape.leaves:
+            if reach[s]:
+                d = leaf._data
+                _accumulate(leaf, G[s:s + d.size])
         for r, g in zip(roots, grads):
             if r._tape is None:
-                continue
-            s = r._goff
-            G[s:s + g.size] += g.ravel()
-            reach[s] = 1
-            if r._rec > start:
-                start = r._rec
-        sweep = kernel()
-        k = start
-        while k >= 0:
-            k = sweep(R, G, V, A, C, reach, k, -1)
-            if k < 0:
-                break
-            _python_record(tape, k, R, G, V, A, reach)
-            k -= 1
-        result = None
-        if inputs is not None:
-            result = [_grad_of(tape, x, G, reach) for x in inputs]
-        if accumulate:
-            _deliver(tape, G, reach)
-        for r, g in zip(roots, grads):
-            if r._tape is None and accumulate:
                 _accumulate(r, g)
-    finally:
-        if pooled:
-            _pool.busy = False
     if retain_graph:
         tape.packed = (tape.n, R, V, A, C)
     else:
-        release(tape)
+        release(tape, reach, R)
     return result
 
 
-def release(tape):
+def release(tape, reach, R):
+    """Mark the records a sweep used as freed; free the buffers once all are.
+
+    Only the records the sweep reached die, as in PyTorch: another graph
+    sharing the tape can still be swept.  Records appended later keep their
+    offsets into V/A/C: ``tape.freed`` remembers how much was dropped, and
+    ``pack`` pads with zeros for it.
+    """
+    # every slot reached (the usual case) means every record was used
+    used = np.ones(tape.n, np.uint8) if reach.all() else reach[R[:, 1]]
+    dead = tape.dead
+    if dead is None:
+        dead = used
+    else:
+        grown = np.zeros(len(used), np.uint8)
+        grown[:len(dead)] = dead
+        dead = grown | used
+    tape.dead = dead
     tape.released = True
-    tape.saved = []
-    tape.attrs = []
-    tape.consts = []
     tape.packed = None
+    if dead.all():
+        tape.freed = (tape.vpos, tape.apos, len(tape.consts))
+        tape.saved = []
+        tape.attrs = []
+        tape.consts = []
+        # let go of the leaves too; a later use gives them fresh slots
+        for leaf, _ in tape.leaves:
+            if leaf._rec == tape.serial:
+                leaf._rec = 0
+        tape.leaves = []
+        tape.leafmap = {}
 
 
 def _grad_of(tape, x, G, reach):
@@ -188,18 +202,12 @@ def _grad_of(tape, x, G, reach):
     return total.reshape(x._data.shape).astype(x._data.dtype)
 
 
-def _deliver(tape, G, reach):
-    for leaf, s in tape.leaves:
-        if reach[s]:
-            d = leaf._data
-            _accumulate(leaf, G[s:s + d.size].reshape(d.shape))
-
-
 def _accumulate(leaf, g):
+    """leaf.grad += g (g flat or shaped; copied on first write, added in place after)."""
     d = leaf._data
     cur = leaf._grad
     if cur is None:
-        leaf._grad = _leaf(np.array(g, dtype=d.dtype, copy=True).reshape(d.shape))
+        leaf._grad = _leaf(g.astype(d.dtype).reshape(d.shape))
     else:
         cd = cur._data
         if type(cd) is np.ndarray and cd.flags.writeable:
@@ -209,6 +217,7 @@ def _accumulate(leaf, g):
 
 
 def _leaf_only(roots, grads, inputs, accumulate):
+    grads = [np.full(r._data.shape, g) if type(g) is float else g for r, g in zip(roots, grads)]
     for r, g in zip(roots, grads):
         if accumulate and r._rg:
             _accumulate(r, g)

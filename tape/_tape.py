@@ -1,8 +1,8 @@
 """The flat Wengert tape: plain integer records plus saved buffers.
 
 Format (hard to change, so written down here).  A record is 8 int64 values,
-appended to ``Tape.rec`` as one ``list.extend`` while the forward pass runs and
-turned into an ``(n, 8)`` array once, at backward:
+packed with ``struct`` onto the bytearray ``Tape.rec`` while the forward pass
+runs and viewed as an ``(n, 8)`` int64 array at backward:
 
     0 op     opcode: the row index in tape._rules.RULES
     1 out    slot of the result
@@ -25,9 +25,10 @@ one buffer when the tape is swept.  ``A`` is the same for integer attributes,
 and ``C`` (a float64 array of the Python list ``consts``) holds scalar
 constants such as the 2 in ``x * 2``.
 
-Why this shape: appending one tuple to a Python list is the cheapest record
-the interpreter can make (~90 ns), and plain arrays are what Numba takes
-without conversion, so the whole sweep is one compiled call.  Python-only
+Why this shape: packing 8 ints onto a bytearray is the cheapest record the
+interpreter can make (~70 ns, and no per-int conversion at backward: a list of
+ints costs another 13 ns per int to turn into an array), and plain arrays are
+what Numba takes without conversion, so the whole sweep is one compiled call.  Python-only
 records (custom Functions, hooks, large matrix products) keep their closures
 in ``Tape.py`` and stop the sweep there; see tape/_sweep.py.
 
@@ -37,13 +38,17 @@ the last tensor of its graph.  Combining tensors of two tapes merges the
 younger into the older (``_merge``).
 """
 import itertools
+import struct
 import threading
+import weakref
 
 import numpy as np
 
 from ._rules import RULES
 
 REC = 8
+PACK = struct.Struct('8q').pack
+_UNPACK = struct.Struct('8q').unpack_from
 _serial = itertools.count(1)
 
 F64 = np.float64
@@ -51,9 +56,18 @@ F64 = np.float64
 
 class _GradMode(threading.local):
     enabled = True
+    open_tape = None        # weakref to the tape new graphs join (see open_tape())
 
 
 grad_mode = _GradMode()
+
+# A graph that starts from leaves joins the thread's open tape while that tape
+# is alive, never swept without retain_graph, and below this many records.
+# Joining saves merging tapes when two leaf-started subgraphs meet (as in
+# ``x.mm(w) + b.expand_as(y)``); the cap bounds how much memory an unrelated
+# live graph can keep alive by sharing a tape, and what a backward of one
+# graph pays to pack the records of the others.
+ADOPT_LIMIT = 64
 
 # Bumped by every in-place change of a tensor's storage; a tape whose epoch
 # matches it needs no version check at backward.
@@ -65,10 +79,10 @@ class Tape:
     __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos',
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
-                 'dirty', 'consts', '__weakref__')
+                 'dirty', 'consts', 'dead', 'freed', '__weakref__')
 
     def __init__(self):
-        self.rec = []           # REC ints per record
+        self.rec = bytearray()  # REC int64s per record
         self.n = 0              # number of records
         self.saved = []         # arrays/scalars, concatenated into V at backward
         self.vpos = 0
@@ -89,6 +103,8 @@ class Tape:
         self.boxes = []         # version boxes of saved leaves/constants
         self.versions = []      # their versions when saved
         self.dirty = None       # slots of results changed in place
+        self.dead = None        # per record: 1 once a sweep without retain_graph used it
+        self.freed = None       # (V, A, C lengths) dropped when every record died
 
     # -- recording helpers ---------------------------------------------
     def leaf_slot(self, t):
@@ -128,7 +144,7 @@ class Tape:
                     'modified by an inplace operation: a saved tensor is at version '
                     f'{box[0]}; expected version {self.versions[i]} instead.')
         if self.dirty:
-            R = np.asarray(self.rec, dtype=np.int64).reshape(-1, REC)
+            R = np.frombuffer(bytes(self.rec), np.int64).reshape(-1, REC)
             for slot, at in self.dirty:
                 for k in range(min(at, len(R))):
                     rule = RULES[R[k, 0]]
@@ -142,21 +158,37 @@ class Tape:
                             'been modified by an inplace operation: the tensor saved by '
                             f'{rule.node} (record {k}) was changed after it was saved.')
 
+    def record(self, k):
+        """Record k as a tuple of its 8 fields."""
+        return _UNPACK(self.rec, k * 8 * REC)
+
     def __repr__(self):
-        state = 'released' if self.released else 'live'
+        state = 'partly released' if self.released else 'live'
         return f'<Tape #{self.serial}: {self.n} records, {self.gpos} gradient slots, {state}>'
 
     def __str__(self):
         lines = [repr(self)]
         for t, slot in self.leaves:
             lines.append(f'  leaf  slot {slot:>6}  shape {tuple(t._data.shape)}')
-        rec = self.rec
         for k in range(self.n):
-            op, out, n, a, b, v, ax, x = rec[k * REC:(k + 1) * REC]
+            op, out, n, a, b, v, ax, x = self.record(k)
             ins = ', '.join(f'slot {s}' if s >= 0 else 'const' for s in (a, b)
                             if not (s < 0 and RULES[op].kind != 'elementwise'))
             lines.append(f'  {k:>4}  {RULES[op].name:<12} slot {out:>6} [{n}] <- {ins}')
         return '\n'.join(lines)
+
+
+def open_tape():
+    """The tape a graph starting from leaves records onto."""
+    ref = grad_mode.open_tape
+    if ref is not None:
+        tape = ref()
+        if tape is not None and not tape.released and tape.n < ADOPT_LIMIT \
+                and tape.alias is None:
+            return tape
+    tape = Tape()
+    grad_mode.open_tape = weakref.ref(tape)
+    return tape
 
 
 def resolve(t):
@@ -170,28 +202,30 @@ def resolve(t):
     return tape
 
 
+_KIND_CODE = {'elementwise': 0, 'sum_all': 1, 'reduce': 2, 'expand': 3, 'identity': 4,
+              'take': 5, 'python': 6, 'mm': 7}
+
+
 def merge(dst, src):
     """Append ``src``'s records to ``dst``; ``src`` becomes an alias of it."""
+    if src.freed is not None:     # materialise src's dropped prefix so offsets hold
+        fv, fa, fc = src.freed
+        src.saved = [np.zeros(fv)] + src.saved
+        src.attrs = [np.zeros(fa, np.int64)] + src.attrs
+        src.consts = [0.0] * fc + src.consts
+        src.freed = None
     gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
-    nconst = len(dst.consts)
-    rec = src.rec
-    for k in range(src.n):
-        r = rec[k * REC:(k + 1) * REC]
-        kind = RULES[r[0]].kind
-        r[1] += gs
-        if r[3] >= 0:
-            r[3] += gs
-        if r[4] >= 0:
-            r[4] += gs
-        if kind in ('elementwise', 'sum_all', 'reduce'):
-            r[7] += nconst
-        if kind not in ('sum_all', 'reduce'):
-            r[5] += vs
-        if kind == 'python':
-            r[6] += len(dst.py)
-        else:
-            r[6] += as_
-        dst.rec.extend(r)
+    nconst = len(dst.consts) + (dst.freed[2] if dst.freed is not None else 0)
+    R = np.frombuffer(bytes(src.rec), np.int64).reshape(-1, REC).copy()
+    kinds = np.array([_KIND_CODE[RULES[op].kind] for op in R[:, 0]], dtype=np.int64)
+    R[:, 1] += gs
+    for col in (3, 4):
+        R[:, col] = np.where(R[:, col] >= 0, R[:, col] + gs, R[:, col])
+    scalar_c = np.isin(kinds, (0, 1, 2))          # elementwise, sum_all, reduce: x indexes C
+    R[:, 7] = np.where(scalar_c, R[:, 7] + nconst, R[:, 7])
+    R[:, 5] = np.where(np.isin(kinds, (1, 2)), R[:, 5], R[:, 5] + vs)   # reductions keep a size there
+    R[:, 6] = np.where(kinds == 6, R[:, 6] + len(dst.py), R[:, 6] + as_)
+    dst.rec += R.tobytes()
     for p in src.py:
         p.shift(gs)
     dst.py.extend(src.py)
@@ -212,6 +246,13 @@ def merge(dst, src):
     if src.dirty:
         dst.dirty = (dst.dirty or []) + [(s + gs, at + rs) for s, at in src.dirty]
     dst.released = dst.released or src.released
+    if dst.dead is not None or src.dead is not None:
+        dead = np.zeros(dst.n, np.uint8)
+        if dst.dead is not None:
+            dead[:len(dst.dead)] = dst.dead
+        if src.dead is not None:
+            dead[rs:rs + len(src.dead)] = src.dead
+        dst.dead = dead
     dst.packed = None
     src.alias = dst
     src.gshift = gs

@@ -42,7 +42,7 @@ def _seeds(outputs, grad_outputs, create_graph):
             if o._data.size != 1:
                 raise RuntimeError('grad can be implicitly created only for scalar outputs '
                                    f'(output {i} has shape {tuple(o._data.shape)})')
-            grads.append(np.ones(o._data.shape, dtype=np.float64))
+            grads.append(1.0)
             continue
         gd = g._data if isinstance(g, Tensor) else np.asarray(g)
         if np.shape(gd) != o._data.shape:
