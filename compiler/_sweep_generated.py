@@ -33,10 +33,11 @@ def _broadcast_index(i, A, ax):
 
 
 @njit(cache=True)
-def sweep(R, G, V, A, C, reach, start, stop):
+def sweep(R, RF, G, V, A, reach, start, stop):
     """Replay records start, start-1, ..., stop+1; return the index of a record
     that needs Python (a custom Function, a hook, a large matrix product), or
-    -1 when the range is done.  ``reach[s]`` is 1 once slot s lies on a path
+    -1 when the range is done.  RF is R's bytes as float64: a record's scalar
+    constants sit in its fields 7 and 6.  ``reach[s]`` is 1 once slot s lies on a path
     from the seeded outputs; records whose output is unreached are skipped."""
     for k in range(start, stop, -1):
         go = R[k, 1]
@@ -131,7 +132,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i]
@@ -140,7 +141,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i]
@@ -149,7 +150,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += -G[go + i]
@@ -158,7 +159,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * c
@@ -167,7 +168,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] / c
@@ -176,7 +177,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += -G[go + i] * V[v + 1 * n + i] / V[v + i]
@@ -185,7 +186,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * pow_grad(V[v + i], c)
@@ -194,7 +195,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x + 0]
+            c = RF[k, 7]
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * V[v + i] * math.log(c)
@@ -283,7 +284,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x]
+            c = RF[k, 7]
             gout = G[go] * c
             for i in range(v):
                 G[g0 + i] += gout
@@ -292,7 +293,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x]
+            c = RF[k, 7]
             gout = G[go] * c
             for i in range(v):
                 G[g0 + i] += gout
@@ -301,7 +302,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x]
+            c = RF[k, 7]
             for i in range(v):
                 G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]
         elif op == 28:  # mean_dim
@@ -309,7 +310,7 @@ def sweep(R, G, V, A, C, reach, start, stop):
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
-            c = C[x]
+            c = RF[k, 7]
             for i in range(v):
                 G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]
         elif op == 29:  # expand

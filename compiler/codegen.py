@@ -60,10 +60,11 @@ def _broadcast_index(i, A, ax):
 
 
 @njit(cache=True)
-def sweep(R, G, V, A, C, reach, start, stop):
+def sweep(R, RF, G, V, A, reach, start, stop):
     """Replay records start, start-1, ..., stop+1; return the index of a record
     that needs Python (a custom Function, a hook, a large matrix product), or
-    -1 when the range is done.  ``reach[s]`` is 1 once slot s lies on a path
+    -1 when the range is done.  RF is R's bytes as float64: a record's scalar
+    constants sit in its fields 7 and 6.  ``reach[s]`` is 1 once slot s lies on a path
     from the seeded outputs; records whose output is unreached are skipped."""
     for k in range(start, stop, -1):
         go = R[k, 1]
@@ -102,8 +103,8 @@ def _elementwise(rule):
     for pos, name in enumerate(rule.saves):
         slots[name] = f'V[v + {pos} * n + i]' if pos else 'V[v + i]'
     lines = []
-    for pos, name in enumerate(rule.saves_consts):
-        lines.append(f'{name} = C[x + {pos}]')
+    for name, field in zip(rule.saves_consts, (7, 6)):
+        lines.append(f'{name} = RF[k, {field}]')
     for j, formula in enumerate(rule.vjps):
         if formula is None:
             continue
@@ -116,13 +117,13 @@ def _elementwise(rule):
 
 _STRUCTURAL = {
     'sum_all': [
-        'c = C[x]',
+        'c = RF[k, 7]',
         'gout = G[go] * c',
         'for i in range(v):',
         '    G[g0 + i] += gout',
     ],
     'reduce': [
-        'c = C[x]',
+        'c = RF[k, 7]',
         'for i in range(v):',
         '    G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]',
     ],

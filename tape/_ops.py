@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _tape as _tp
 from ._rules import OP, RULES
-from ._tape import PACK as _PACK, grad_mode, merge, open_tape, resolve
+from ._tape import PACK as _PACK, PACK_C as _PACK_C, grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW, DTYPE_NAMES
 
 _SAVES = []     # per opcode: bit 1 saves a, 2 saves b, 4 saves out
@@ -51,9 +51,6 @@ def _result(data, tape, slot):
     t._goff = slot
     t._rec = tape.n
     tape.n += 1
-    t._grad = None
-    t._vbox = None
-    t._extra = None
     return t
 
 
@@ -188,11 +185,7 @@ def _record_unary(op, a, out, const=None):
     if sv & 4:
         saved.append(out)
         v += n
-    ci = 0
-    if const is not None:
-        ci = len(tape.consts)
-        tape.consts.append(const)
-    tape.rec += _PACK(op, slot, n, g0, -1, tape.vpos, 0, ci)
+    tape.rec += _PACK_C(op, slot, n, g0, -1, tape.vpos, 0, 0.0 if const is None else const)
     tape.vpos = v
     return _result(out, tape, slot)
 
@@ -200,8 +193,9 @@ def _record_unary(op, a, out, const=None):
 def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None):
     """Record a structural op of ``a`` (and ``b`` for mm) with attributes/saved values.
 
-    Reductions pass ``scale`` (1 for sum, 1/count for mean): it goes to C, and
-    the input's size goes in the v field, which they do not otherwise use."""
+    Reductions pass ``scale`` (1 for sum, 1/count for mean): it goes in the x
+    field as a float, and the input's size in the v field, which they do not
+    otherwise use."""
     tape = _tape_of2(a, b) if b is not None else _tape_of(a)
     g0 = _slot(a, tape)
     g1 = _slot(b, tape) if b is not None else -1
@@ -215,10 +209,9 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None):
             tape.saved.append(s)
             tape.vpos += np.size(s)
     if scale is not None:
-        v = x
-        x = len(tape.consts)
-        tape.consts.append(scale)
-    tape.rec += _PACK(op, slot, n, g0, g1, v, ax, x)
+        tape.rec += _PACK_C(op, slot, n, g0, g1, x, ax, scale)
+    else:
+        tape.rec += _PACK(op, slot, n, g0, g1, v, ax, x)
     return _result(out, tape, slot)
 
 
@@ -228,27 +221,79 @@ def _wants_grad(a):
 
 # ------------------------------------------------------- elementwise ops
 def _binary(name, scalar_name, rscalar_name, npf):
+    """Make ``op(a, b)`` and the reflected ``op(b, a)`` for a Tensor ``a``.
+
+    The two common cases, a Python number on the right and two tensors of one
+    shape on a live tape, are recorded inline: this is the hottest code in the
+    library, and each avoided call or lookup is measurable on a scalar chain.
+    """
     op = OP[name]
     sop = OP[scalar_name] if scalar_name else None
     rop = OP[rscalar_name] if rscalar_name else None
+    s_saves_a = sop is not None and 'a' in RULES[sop].saves
+    s_saves_out = sop is not None and 'out' in RULES[sop].saves
+    b_saves = _SAVES[op]
 
     def fwd(a, b):
         tb = type(b)
         if tb is float or tb is int:
             out = npf(a._data, b)
-            if a._rg and grad_mode.enabled:
+            if not (a._rg and grad_mode.enabled):
+                return _leaf(out)
+            tape = a._tape
+            if sop is None or tape is None or tape.alias is not None or s_saves_a or s_saves_out:
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
                 return _record_unary(sop, a, out, b)
-            return _leaf(out)
+            slot = tape.gpos
+            tape.gpos = slot + out.size
+            tape.rec += _PACK_C(sop, slot, out.size, a._goff, -1, 0, 0, b)
+            t = _TNEW(Tensor)
+            t._data = out
+            t._rg = True
+            t._tape = tape
+            t._goff = slot
+            t._rec = tape.n
+            tape.n += 1
+            return t
         if tb is Tensor:
+            ad = a._data
+            bd = b._data
             try:
-                out = npf(a._data, b._data)
+                out = npf(ad, bd)
             except ValueError:
                 raise _broadcast_error(name, a, b) from None
-            if (a._rg or b._rg) and grad_mode.enabled:
+            if not ((a._rg or b._rg) and grad_mode.enabled):
+                return _leaf(out)
+            tape = a._tape
+            if tape is None or tape is not b._tape or tape.alias is not None \
+                    or ad.shape != bd.shape:
                 return _record_binary(op, a, b, out)
-            return _leaf(out)
+            n = out.size
+            slot = tape.gpos
+            tape.gpos = slot + n
+            v = tape.vpos
+            if b_saves:
+                saved = tape.saved
+                if b_saves & 1:
+                    saved.append(ad)
+                    v += n
+                if b_saves & 2:
+                    saved.append(bd)
+                    v += n
+                if b_saves & 4:
+                    saved.append(out)
+                    v += n
+            tape.rec += _PACK(op, slot, n, a._goff, b._goff, tape.vpos, 0, 0)
+            tape.vpos = v
+            t = _TNEW(Tensor)
+            t._data = out
+            t._rg = True
+            t._tape = tape
+            t._goff = slot
+            t._rec = tape.n
+            tape.n += 1
+            return t
         if isinstance(b, _scalar_types):
             out = npf(a._data, b)
             if a._rg and grad_mode.enabled:
@@ -268,7 +313,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if a._rg and grad_mode.enabled:
                 if rop is None:
                     return _record_binary(op, _const(b, a), a, out)
-                return _record_unary(rop, a, out, float(b))
+                return _record_unary(rop, a, out, b if type(b) in (int, float) else float(b))
             return _leaf(out)
         if not _is_array_like(b):
             return NotImplemented
@@ -306,13 +351,38 @@ minimum, _ = _binary('minimum', None, None, np.minimum)
 
 def _unary(name, npf):
     op = OP[name]
+    saves = _SAVES[op]
 
     def f(a):
-        a = a if type(a) is Tensor else _const(a)
-        out = npf(a._data)
-        if a._rg and grad_mode.enabled:
+        if type(a) is not Tensor:
+            a = _const(a)
+        ad = a._data
+        out = npf(ad)
+        if not (a._rg and grad_mode.enabled):
+            return _leaf(out)
+        tape = a._tape
+        if tape is None or tape.alias is not None:
             return _record_unary(op, a, out)
-        return _leaf(out)
+        n = out.size
+        slot = tape.gpos
+        tape.gpos = slot + n
+        v = tape.vpos
+        if saves & 1:
+            tape.saved.append(ad)
+            v += n
+        if saves & 4:
+            tape.saved.append(out)
+            v += n
+        tape.rec += _PACK(op, slot, n, a._goff, -1, tape.vpos, 0, 0)
+        tape.vpos = v
+        t = _TNEW(Tensor)
+        t._data = out
+        t._rg = True
+        t._tape = tape
+        t._goff = slot
+        t._rec = tape.n
+        tape.n += 1
+        return t
     f.__name__ = name
     return f
 
@@ -702,9 +772,6 @@ def _leaf_view_of(a):
     c._tape = a._tape
     c._goff = a._goff
     c._rec = a._rec
-    c._grad = None
-    c._vbox = None
-    c._extra = None
     return c
 
 

@@ -38,7 +38,7 @@ FORMULA_FUNCS = frozenset({
 })
 TENSOR_NAMES = ('a', 'b')
 SAVED_ORDER = ('a', 'b', 'out')       # layout of saved arrays in V
-CONST_NAMES = ('c', 'd')
+CONST_NAMES = ('c', 'd')   # stored in record fields 7 and 6
 
 
 class Rule:

@@ -38,21 +38,20 @@ def kernel():
 
 
 def pack(tape):
-    """The tape as arrays: R (records), V (saved values), A (int attributes), C (constants)."""
+    """The tape as arrays: R (records), RF (the same bytes as float64), V (saved values),
+    A (int attributes)."""
     packed = tape.packed
     if packed is not None and packed[0] == tape.n:
         return packed[1:]
     R = np.frombuffer(tape.rec, np.int64).reshape(-1, REC).copy()
-    saved, attrs, consts = tape.saved, tape.attrs, tape.consts
+    saved, attrs = tape.saved, tape.attrs
     if tape.freed is not None:
-        fv, fa, fc = tape.freed
+        fv, fa = tape.freed
         saved = [np.zeros(fv)] + saved
         attrs = [np.zeros(fa, np.int64)] + attrs
-        consts = [0.0] * fc + consts
     V = np.concatenate(saved, axis=None, dtype=np.float64) if saved else _EMPTY_F
     A = np.concatenate(attrs, axis=None, dtype=np.int64) if attrs else _EMPTY_I
-    C = np.array(consts, dtype=np.float64) if consts else _EMPTY_F
-    return R, V, A, C
+    return R, R.view(np.float64), V, A
 
 
 def _graph_of(roots):
@@ -109,7 +108,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 raise RuntimeError(SECOND_BACKWARD)
     if tape.epoch != inplace_epoch[0]:
         tape.check_versions()
-    R, V, A, C = pack(tape)
+    R, RF, V, A = pack(tape)
     # np.zeros is calloc: cheap for small arenas, lazily zeroed pages for big ones
     G = np.zeros(tape.gpos)
     reach = np.zeros(tape.gpos, np.uint8)
@@ -128,7 +127,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     sweep = _kernel or kernel()
     k = start
     while k >= 0:
-        k = sweep(R, G, V, A, C, reach, k, -1)
+        k = sweep(R, RF, G, V, A, reach, k, -1)
         if k < 0:
             break
         _python_record(tape, k, R, G, V, A, reach)
@@ -147,7 +146,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             if r._tape is None:
                 _accumulate(r, g)
     if retain_graph:
-        tape.packed = (tape.n, R, V, A, C)
+        tape.packed = (tape.n, R, RF, V, A)
     else:
         release(tape, reach, R)
     return result
@@ -158,7 +157,7 @@ def release(tape, reach, R):
 
     Only the records the sweep reached die, as in PyTorch: another graph
     sharing the tape can still be swept.  Records appended later keep their
-    offsets into V/A/C: ``tape.freed`` remembers how much was dropped, and
+    offsets into V and A: ``tape.freed`` remembers how much was dropped, and
     ``pack`` pads with zeros for it.
     """
     # every slot reached (the usual case) means every record was used
@@ -174,10 +173,9 @@ def release(tape, reach, R):
     tape.released = True
     tape.packed = None
     if dead.all():
-        tape.freed = (tape.vpos, tape.apos, len(tape.consts))
+        tape.freed = (tape.vpos, tape.apos)
         tape.saved = []
         tape.attrs = []
-        tape.consts = []
         # let go of the leaves too; a later use gives them fresh slots
         for leaf, _ in tape.leaves:
             if leaf._rec == tape.serial:

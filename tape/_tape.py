@@ -11,8 +11,8 @@ runs and viewed as an ``(n, 8)`` int64 array at backward:
     4 in1    slot of the second input, or -1
     5 v      offset of the record's saved values in V (for sum/mean: the input's size)
     6 a      offset of the record's integer attributes in A (or a Python index)
-    7 x      index of the record's scalar constants in C (for expand/take: the
-             input's size)
+    7 x      the record's scalar constant as float64 bits (the 2 of ``x * 2``,
+             the 1/n of a mean); for expand/take the input's size
 
 A *slot* is an offset into one float64 gradient arena ``G``; a tensor with
 k elements owns G[slot : slot+k], flattened in C order.  Slots are handed out
@@ -21,9 +21,8 @@ slot the first time a tape meets them.
 
 ``V`` is ``np.concatenate(saved, axis=None, dtype=float64)``: the saved
 arrays are kept by reference while recording (no copy per op), and made into
-one buffer when the tape is swept.  ``A`` is the same for integer attributes,
-and ``C`` (a float64 array of the Python list ``consts``) holds scalar
-constants such as the 2 in ``x * 2``.
+one buffer when the tape is swept.  ``A`` is the same for integer attributes.
+The sweep also gets ``RF``, the records viewed as float64, to read constants.
 
 Why this shape: packing 8 ints onto a bytearray is the cheapest record the
 interpreter can make (~70 ns, and no per-int conversion at backward: a list of
@@ -48,6 +47,7 @@ from ._rules import RULES
 
 REC = 8
 PACK = struct.Struct('8q').pack
+PACK_C = struct.Struct('7qd').pack       # field 7 holds a float constant
 _UNPACK = struct.Struct('8q').unpack_from
 _serial = itertools.count(1)
 
@@ -79,7 +79,7 @@ class Tape:
     __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos',
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
-                 'dirty', 'consts', 'dead', 'freed', '__weakref__')
+                 'dirty', 'dead', 'freed', '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -88,7 +88,6 @@ class Tape:
         self.vpos = 0
         self.attrs = []         # int arrays, concatenated into A at backward
         self.apos = 0
-        self.consts = []        # Python numbers, C at backward
         self.gpos = 0           # next free slot
         self.leaves = []        # (leaf tensor, slot)
         self.leafmap = {}       # id(leaf) -> slot
@@ -209,20 +208,16 @@ _KIND_CODE = {'elementwise': 0, 'sum_all': 1, 'reduce': 2, 'expand': 3, 'identit
 def merge(dst, src):
     """Append ``src``'s records to ``dst``; ``src`` becomes an alias of it."""
     if src.freed is not None:     # materialise src's dropped prefix so offsets hold
-        fv, fa, fc = src.freed
+        fv, fa = src.freed
         src.saved = [np.zeros(fv)] + src.saved
         src.attrs = [np.zeros(fa, np.int64)] + src.attrs
-        src.consts = [0.0] * fc + src.consts
         src.freed = None
     gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
-    nconst = len(dst.consts) + (dst.freed[2] if dst.freed is not None else 0)
     R = np.frombuffer(bytes(src.rec), np.int64).reshape(-1, REC).copy()
     kinds = np.array([_KIND_CODE[RULES[op].kind] for op in R[:, 0]], dtype=np.int64)
     R[:, 1] += gs
     for col in (3, 4):
         R[:, col] = np.where(R[:, col] >= 0, R[:, col] + gs, R[:, col])
-    scalar_c = np.isin(kinds, (0, 1, 2))          # elementwise, sum_all, reduce: x indexes C
-    R[:, 7] = np.where(scalar_c, R[:, 7] + nconst, R[:, 7])
     R[:, 5] = np.where(np.isin(kinds, (1, 2)), R[:, 5], R[:, 5] + vs)   # reductions keep a size there
     R[:, 6] = np.where(kinds == 6, R[:, 6] + len(dst.py), R[:, 6] + as_)
     dst.rec += R.tobytes()
@@ -233,7 +228,6 @@ def merge(dst, src):
     dst.saved.extend(src.saved)
     dst.vpos += src.vpos
     dst.attrs.extend(src.attrs)
-    dst.consts.extend(src.consts)
     dst.apos += src.apos
     for t, slot in src.leaves:
         # a leaf on both tapes keeps two slots; delivery adds both

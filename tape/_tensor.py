@@ -59,8 +59,13 @@ class Tensor:
     >>> w.grad
     tensor([2., 4.])
     """
-    __slots__ = ('_data', '_rg', '_tape', '_goff', '_rec', '_grad', '_vbox',
-                 '_extra', '__weakref__')
+    # The five fields every op writes are slots; the rarely set ones live in a
+    # lazily created __dict__ and read as these class defaults until set, so
+    # making a result costs five stores instead of eight.
+    __slots__ = ('_data', '_rg', '_tape', '_goff', '_rec', '__dict__', '__weakref__')
+    _grad = None        # the accumulated gradient (a leaf Tensor) or None
+    _vbox = None        # [version] shared by tensors that share storage
+    _extra = None       # dict: hooks, retain_grad
     __array_priority__ = 1000     # ndarray (op) Tensor defers to Tensor
 
     def __init__(self, data=None, requires_grad=False):
@@ -319,9 +324,6 @@ def _init(t, data, rg):
     t._tape = None
     t._goff = -1
     t._rec = 0
-    t._grad = None
-    t._vbox = None
-    t._extra = None
 
 
 def _leaf(data):
@@ -332,9 +334,6 @@ def _leaf(data):
     t._tape = None
     t._goff = -1
     t._rec = 0
-    t._grad = None
-    t._vbox = None
-    t._extra = None
     return t
 
 
