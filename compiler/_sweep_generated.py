@@ -10,6 +10,8 @@ from numba import njit
 
 from compiler.kernels import ge_half, pow_grad, sigmoid, sign, step, xlogy_safe  # noqa: F401
 
+PYTHON_OP = 41
+
 # Above this many multiply-adds, a matrix product goes back to Python, where
 # NumPy's BLAS beats a plain loop.
 MM_SMALL = 32768
@@ -40,10 +42,12 @@ def sweep(R, RF, G, V, A, reach, start, stop):
     constants sit in its fields 7 and 6.  ``reach[s]`` is 1 once slot s lies on a path
     from the seeded outputs; records whose output is unreached are skipped."""
     for k in range(start, stop, -1):
+        op = R[k, 0]
+        if op == PYTHON_OP:
+            return k
         go = R[k, 1]
         if reach[go] == 0:
             continue
-        op = R[k, 0]
         n = R[k, 2]
         g0 = R[k, 3]
         g1 = R[k, 4]
@@ -326,63 +330,83 @@ def sweep(R, RF, G, V, A, reach, start, stop):
             else:
                 for i in range(n):
                     G[g0 + _broadcast_index(i, A, ax)] += G[go + i]
-        elif op == 30:  # view
+        elif op == 30:  # broadcast
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if x == 1:
+                acc = 0.0
+                for i in range(n):
+                    acc += G[go + i]
+                G[g0] += acc
+            else:
+                for i in range(n):
+                    G[g0 + _broadcast_index(i, A, ax)] += G[go + i]
+        elif op == 31:  # view
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + i] += G[go + i]
-        elif op == 31:  # reshape
+        elif op == 32:  # reshape
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + i] += G[go + i]
-        elif op == 32:  # index
+        elif op == 33:  # index
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 33:  # slice
+        elif op == 34:  # slice
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 34:  # select
+        elif op == 35:  # select
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 35:  # t
+        elif op == 36:  # t
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 36:  # transpose
+        elif op == 37:  # transpose
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 37:  # permute
+        elif op == 38:  # permute
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 38:  # mm
+        elif op == 39:  # put
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(x):
+                G[g0 + i] += G[go + A[ax + i]]
+        elif op == 40:  # mm
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -407,6 +431,4 @@ def sweep(R, RF, G, V, A, reach, start, stop):
                         for r in range(m):
                             acc += V[v + r * kk + q] * G[go + r * nn + j]
                         G[g1 + q * nn + j] += acc
-        elif op == 39:  # python
-            return k
     return -1

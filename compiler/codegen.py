@@ -13,7 +13,7 @@ import ast
 import os
 import sys
 
-from tape._rules import RULES
+from tape._rules import OP, RULES
 
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_sweep_generated.py')
 
@@ -36,6 +36,8 @@ import math
 from numba import njit
 
 from compiler.kernels import ge_half, pow_grad, sigmoid, sign, step, xlogy_safe  # noqa: F401
+
+PYTHON_OP = {python_op}
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
 # NumPy's BLAS beats a plain loop.
@@ -67,10 +69,12 @@ def sweep(R, RF, G, V, A, reach, start, stop):
     constants sit in its fields 7 and 6.  ``reach[s]`` is 1 once slot s lies on a path
     from the seeded outputs; records whose output is unreached are skipped."""
     for k in range(start, stop, -1):
+        op = R[k, 0]
+        if op == PYTHON_OP:
+            return k
         go = R[k, 1]
         if reach[go] == 0:
             continue
-        op = R[k, 0]
         n = R[k, 2]
         g0 = R[k, 3]
         g1 = R[k, 4]
@@ -145,6 +149,10 @@ _STRUCTURAL = {
         'for i in range(n):',
         '    G[g0 + A[ax + i]] += G[go + i]',
     ],
+    'put': [
+        'for i in range(x):',
+        '    G[g0 + i] += G[go + A[ax + i]]',
+    ],
     'mm': [
         'm = A[ax]',
         'kk = A[ax + 1]',
@@ -167,21 +175,21 @@ _STRUCTURAL = {
         '                acc += V[v + r * kk + q] * G[go + r * nn + j]',
         '            G[g1 + q * nn + j] += acc',
     ],
-    'python': ['return k'],
 }
 
 
 def generate():
-    out = [HEADER]
+    out = [HEADER.replace('{python_op}', str(OP['python']))]
     first = True
     for rule in RULES:
+        if rule.kind == 'python':
+            continue            # handled before the reach test, above
         body = _elementwise(rule) if rule.kind == 'elementwise' else _STRUCTURAL[rule.kind]
         kw = 'if' if first else 'elif'
         first = False
         out.append(f'        {kw} op == {rule.op}:  # {rule.name}\n')
-        if rule.kind not in ('python',):
-            out.append('            if g0 >= 0:\n                reach[g0] = 1\n'
-                       '            if g1 >= 0:\n                reach[g1] = 1\n')
+        out.append('            if g0 >= 0:\n                reach[g0] = 1\n'
+                   '            if g1 >= 0:\n                reach[g1] = 1\n')
         for line in body:
             out.append('            ' + line + '\n')
     out.append('    return -1\n')

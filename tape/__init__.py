@@ -304,6 +304,10 @@ def _bind():
     T.zero_ = lambda a: o.inplace(a, 'zero')
     T.fill_ = lambda a, value: o.inplace(a, 'fill', value)
     T.backward = _backward_method
+    from ._hooks import register_hook, retain_grad
+    T.register_hook = register_hook
+    T.retain_grad = retain_grad
+    T.retains_grad = property(lambda a: a._retains_grad())
 
 
 def _backward_method(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

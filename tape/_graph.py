@@ -1,28 +1,183 @@
-"""Graph nodes for ``grad_fn``: made on demand, so recording never pays for them."""
-from ._rules import RULES
+"""Graph nodes for ``grad_fn``: made on demand, so recording never pays for them.
+
+A node is a view of one tape record.  Its class is named as PyTorch names the
+node (``MulBackward0``); ``next_functions`` follows the record's input slots
+to the records (or leaves) that produced them.  Nodes are cached per tape
+(weakly), so asking twice gives the same object, as in PyTorch.
+"""
+import weakref
+
+import numpy as np
+
+from ._rules import OP, RULES
+from ._tape import resolve
+
+_BROADCAST = OP['broadcast']
+_PYTHON = OP['python']
+# rules PyTorch shows with a second, constant input: x + 2 is AddBackward0((x), (None))
+_SCALAR_SECOND = {OP[n] for n in ('add_scalar', 'sub_scalar', 'rsub_scalar', 'mul_scalar',
+                                  'div_scalar')}
+_classes = {}
 
 
 class Node:
     """The backward of one record, as ``tensor.grad_fn`` shows it."""
-    __slots__ = ('_tape', '_rec', '__weakref__')
+    __slots__ = ('_tape', '_rec', 'metadata', '__weakref__')
 
     def __init__(self, tape, rec):
         self._tape = tape
         self._rec = rec
-
-    def _rule(self):
-        return RULES[self._tape.record(self._rec)[0]]
+        self.metadata = {}
 
     def name(self):
-        return self._rule().node
+        return type(self).__name__
 
     def __repr__(self):
         return f'<{self.name()} object at {id(self):#x}>'
 
+    def _fields(self):
+        return self._tape.record(self._rec)
+
+    def _input_slots(self):
+        op, out, n, g0, g1, v, ax, x = self._fields()
+        if op == _PYTHON:
+            return list(self._tape.py[ax].in_slots)
+        rule = RULES[op]
+        if rule.kind == 'elementwise':
+            slots = [g0, g1][:len(rule.inputs)]
+            if op in _SCALAR_SECOND:
+                slots.append(-1)
+            return slots
+        if rule.kind == 'mm':
+            return [g0, g1]
+        return [g0]
+
+    @property
+    def next_functions(self):
+        return tuple(_producer(self._tape, s) for s in self._input_slots())
+
+    def __call__(self, *grads):
+        return _apply_node(self, grads)
+
+    def apply(self, *grads):
+        return _apply_node(self, grads)
+
+    def register_hook(self, fn):
+        raise NotImplementedError('hooks on graph nodes are not supported; register a hook on '
+                                  'the tensor instead (Tensor.register_hook)')
+
+
+class AccumulateGrad:
+    """The node that accumulates into a leaf's ``.grad``."""
+    __slots__ = ('variable', '__weakref__')
+    next_functions = ()
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def name(self):
+        return 'AccumulateGrad'
+
+    def __repr__(self):
+        return f'<AccumulateGrad object at {id(self):#x}>'
+
+
+def _node_class(name):
+    cls = _classes.get(name)
+    if cls is None:
+        cls = _classes[name] = type(name, (Node,), {'__slots__': ()})
+    return cls
+
+
+def _node_name(tape, rec):
+    op, out, n, g0, g1, v, ax, x = tape.record(rec)
+    if op == _PYTHON:
+        return tape.py[ax].cls._backward_name
+    return RULES[op].node
+
+
+def node(tape, rec):
+    nodes = tape.nodes
+    if nodes is None:
+        nodes = tape.nodes = weakref.WeakValueDictionary()
+    nd = nodes.get(rec)
+    if nd is None:
+        nd = _node_class(_node_name(tape, rec))(tape, rec)
+        nodes[rec] = nd
+    return nd
+
 
 def node_for(t):
-    from ._tape import resolve
     tape = t._tape
     if tape.alias is not None:
         tape = resolve(t)
-    return Node(tape, t._rec)
+    return node(tape, t._rec)
+
+
+def accumulate_node(leaf):
+    if leaf._extra is None:
+        leaf._extra = {}
+    nd = leaf._extra.get('accumulate_grad')
+    if nd is None:
+        nd = leaf._extra['accumulate_grad'] = AccumulateGrad(leaf)
+    return nd
+
+
+def _producer(tape, slot):
+    """(node, output index) of whatever produced gradient slot ``slot``."""
+    if slot < 0:
+        return (None, 0)
+    for leaf, s in tape.leaves:
+        if s == slot:
+            return (accumulate_node(leaf), 0)
+    outs = np.frombuffer(bytes(tape.rec), np.int64).reshape(-1, 8)
+    k = _record_of_slot(tape, outs, slot)
+    if k is None:
+        return (None, 0)
+    op = int(outs[k, 0])
+    if op == _BROADCAST:        # implicit broadcasting: PyTorch shows the input itself
+        return _producer(tape, int(outs[k, 3]))
+    index = 0
+    if op == _PYTHON:
+        index = tape.py[int(outs[k, 6])].out_slots.index(slot)
+    return (node(tape, k), index)
+
+
+def _record_of_slot(tape, R, slot):
+    for k in range(len(R) - 1, -1, -1):
+        op = int(R[k, 0])
+        if op == _PYTHON:
+            if slot in tape.py[int(R[k, 6])].out_slots:
+                return k
+        elif R[k, 1] == slot:
+            return k
+    return None
+
+
+def _apply_node(nd, grads):
+    """Call one node's backward: gradients for its inputs, as tensors."""
+    from . import _ops
+    from ._differentiable import _record_vjp
+    from ._sweep import pack
+    from ._tensor import Tensor, _leaf
+    tape = nd._tape
+    R, RF, V, A = pack(tape)
+    op, out, n, g0, g1, v, ax, x = tape.record(nd._rec)
+    if op == _PYTHON:
+        # a custom Function's node returns its backward's result as is, as PyTorch does
+        from ._grad_mode import enable_grad
+        rec = tape.py[ax]
+        with enable_grad():
+            return rec.cls.backward(rec.ctx, *grads)
+    acc = {}
+    g = grads[0]
+    acc[out] = _ops.reshape(g if isinstance(g, Tensor) else _leaf(np.asarray(g)), -1)
+    leaf_of = {s: leaf for leaf, s in tape.leaves}
+    _record_vjp(tape, nd._rec, R, RF, V, A, acc, leaf_of)
+    result = []
+    for s in nd._input_slots():
+        gi = acc.get(s) if s >= 0 else None
+        if gi is not None and s in leaf_of:
+            gi = _ops.reshape(gi, leaf_of[s]._data.shape)
+        result.append(gi)
+    return tuple(result) if len(result) != 1 else result[0]

@@ -83,6 +83,29 @@ def _tape_of2(a, b):
     return ta
 
 
+def tape_of_all(tensors):
+    """The one tape all of ``tensors`` record on (merging their tapes if needed)."""
+    tape = None
+    for t in tensors:
+        tt = t._tape
+        if tt is None:
+            continue
+        if tt.alias is not None:
+            tt = resolve(t)
+        if tape is None:
+            tape = tt
+        elif tt is not tape:
+            older, younger = (tape, tt) if tape.serial < tt.serial else (tt, tape)
+            merge(older, younger)
+            tape = older
+    if tape is None:
+        return open_tape()
+    for t in tensors:
+        if t._tape is not None and t._tape.alias is not None:
+            resolve(t)
+    return tape
+
+
 def _slot(t, tape):
     if t._tape is tape:
         return t._goff
@@ -107,6 +130,7 @@ def _broadcast_attrs(big_shape, small_shape):
 
 
 _OP_EXPAND = OP['expand']
+_OP_BROADCAST = OP['broadcast']
 
 
 def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
@@ -114,7 +138,7 @@ def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
     out = tape.gpos
     tape.gpos = out + size_big
     ax = 0 if size_small == 1 else tape.add_attrs(_broadcast_attrs(big_shape, small_shape))
-    tape.rec += _PACK(OP['expand'], out, size_big, slot, -1, 0, ax, size_small)
+    tape.rec += _PACK(_OP_BROADCAST, out, size_big, slot, -1, 0, ax, size_small)
     tape.n += 1
     return out
 
@@ -190,15 +214,22 @@ def _record_unary(op, a, out, const=None):
     return _result(out, tape, slot)
 
 
-def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None):
+def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
+                   on_tape=None, in_slot=None):
     """Record a structural op of ``a`` (and ``b`` for mm) with attributes/saved values.
 
     Reductions pass ``scale`` (1 for sum, 1/count for mean): it goes in the x
     field as a float, and the input's size in the v field, which they do not
-    otherwise use."""
-    tape = _tape_of2(a, b) if b is not None else _tape_of(a)
-    g0 = _slot(a, tape)
-    g1 = _slot(b, tape) if b is not None else -1
+    otherwise use.  ``on_tape``/``in_slot`` force the tape and a's slot (the
+    differentiable sweep uses them to wire a leaf's view into a given tape)."""
+    if on_tape is not None:
+        tape = on_tape
+        g0 = in_slot
+        g1 = -1
+    else:
+        tape = _tape_of2(a, b) if b is not None else _tape_of(a)
+        g0 = _slot(a, tape)
+        g1 = _slot(b, tape) if b is not None else -1
     n = out.size
     slot = tape.gpos
     tape.gpos = slot + n
@@ -629,6 +660,26 @@ def getitem(a, key):
     else:
         name = 'slice'
     return _take_record(a, out, name, lambda m: m[k])
+
+
+def take_flat(a, idx):
+    """``a.reshape(-1)[idx]`` for an int64 index array (differentiable)."""
+    d = np.reshape(a._data, -1)
+    out = d[idx]
+    if a._rg and grad_mode.enabled:
+        return _record_struct(OP['index'], a, out, x=d.size,
+                              attrs=np.ascontiguousarray(idx, dtype=_I64))
+    return _leaf(out)
+
+
+def put_flat(a, idx, size):
+    """A flat tensor of ``size`` zeros with ``a``'s elements added at ``idx``."""
+    d = np.reshape(a._data, -1)
+    idx = np.ascontiguousarray(idx, dtype=_I64)
+    out = np.bincount(idx, weights=d, minlength=size).astype(d.dtype, copy=False)
+    if a._rg and grad_mode.enabled:
+        return _record_struct(OP['put'], a, out, x=d.size, attrs=idx)
+    return _leaf(out)
 
 
 # ------------------------------------------------------- linear algebra

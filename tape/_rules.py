@@ -142,6 +142,7 @@ RULES = [
     S('sum_dim', 'SumBackward1', 'reduce'),        # grad_in[i] += c * grad_out[map(i)]
     S('mean_dim', 'MeanBackward1', 'reduce'),
     S('expand', 'ExpandBackward0', 'expand'),      # grad_in[map(i)] += grad_out[i]
+    S('broadcast', 'ExpandBackward0', 'expand'),   # implicit, by a broadcasting op
     S('view', 'ViewBackward0', 'identity'),        # same elements, new shape
     S('reshape', 'ViewBackward0', 'identity'),
     S('index', 'IndexBackward0', 'take'),          # grad_in[idx[i]] += grad_out[i]
@@ -150,6 +151,7 @@ RULES = [
     S('t', 'TBackward0', 'take'),
     S('transpose', 'TransposeBackward0', 'take'),
     S('permute', 'PermuteBackward0', 'take'),
+    S('put', 'IndexPutBackward0', 'put'),          # out[idx[i]] += in[i]; the adjoint of take
     S('mm', 'MmBackward0', 'mm'),
     S('python', 'PythonBackward', 'python'),       # runs Python: custom Function, hooks
 ]
@@ -162,7 +164,7 @@ BY_NAME = {r.name: r for r in RULES}
 if len(BY_NAME) != len(RULES):
     raise ValueError('rule table: two rows share a name')
 OP = {r.name: r.op for r in RULES}
-STRUCTURAL_KINDS = ('sum_all', 'reduce', 'expand', 'identity', 'take', 'mm', 'python')
+STRUCTURAL_KINDS = ('sum_all', 'reduce', 'expand', 'identity', 'take', 'put', 'mm', 'python')
 for _r in RULES:
     if _r.kind != 'elementwise' and _r.kind not in STRUCTURAL_KINDS:
         raise ValueError(f'rule {_r.name!r}: unknown kind {_r.kind!r}')

@@ -125,13 +125,22 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
         if r._rec > start:
             start = r._rec
     sweep = _kernel or kernel()
+    hooks = tape.hooks
+    stops = sorted((h for h in hooks if h <= start), reverse=True) if hooks else ()
     k = start
-    while k >= 0:
-        k = sweep(R, RF, G, V, A, reach, k, -1)
-        if k < 0:
-            break
-        _python_record(tape, k, R, G, V, A, reach)
-        k -= 1
+    for stop in (*stops, -1):
+        # records k .. stop+1 in the kernel, Python records as they come
+        while k > stop:
+            k = sweep(R, RF, G, V, A, reach, k, stop)
+            if k < 0:
+                break
+            _python_record(tape, k, R, G, V, A, reach)
+            k -= 1
+        if stop >= 0:
+            for h in hooks[stop].values():
+                if reach[h.slot]:
+                    h.run_compiled(G)
+        k = stop
     if dead is not None and np.any(dead & reach[R[:len(dead), 1]]):
         raise RuntimeError(SECOND_BACKWARD)
     result = None
@@ -141,7 +150,12 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
         for leaf, s in tape.leaves:
             if reach[s]:
                 d = leaf._data
-                _accumulate(leaf, G[s:s + d.size])
+                g = G[s:s + d.size]
+                if leaf._extra is not None and leaf._extra.get('hooks'):
+                    g = _leaf_hooks(leaf, g)
+                    if g is None:
+                        continue
+                _accumulate(leaf, g)
         for r, g in zip(roots, grads):
             if r._tape is None:
                 _accumulate(r, g)
@@ -198,6 +212,12 @@ def _grad_of(tape, x, G, reach):
     if total is None:
         return None
     return total.reshape(x._data.shape).astype(x._data.dtype)
+
+
+def _leaf_hooks(leaf, g):
+    from ._hooks import run_leaf_hooks
+    d = leaf._data
+    return np.ravel(run_leaf_hooks(leaf, _leaf(g.reshape(d.shape).astype(d.dtype)))._data)
 
 
 def _accumulate(leaf, g):

@@ -79,7 +79,7 @@ class Tape:
     __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos',
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
-                 'dirty', 'dead', 'freed', '__weakref__')
+                 'dirty', 'dead', 'freed', 'hooks', 'nodes', '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -103,7 +103,9 @@ class Tape:
         self.versions = []      # their versions when saved
         self.dirty = None       # slots of results changed in place
         self.dead = None        # per record: 1 once a sweep without retain_graph used it
-        self.freed = None       # (V, A, C lengths) dropped when every record died
+        self.freed = None       # (V, A lengths) dropped when every record died
+        self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
+        self.nodes = None       # grad_fn nodes handed out, by record (weak)
 
     # -- recording helpers ---------------------------------------------
     def leaf_slot(self, t):
@@ -223,6 +225,13 @@ def merge(dst, src):
     dst.rec += R.tobytes()
     for p in src.py:
         p.shift(gs)
+    if src.hooks:
+        if dst.hooks is None:
+            dst.hooks = {}
+        for rec, per in src.hooks.items():
+            for h in per.values():
+                h.shift(gs)
+            dst.hooks.setdefault(rec + rs, {}).update({h.slot: h for h in per.values()})
     dst.py.extend(src.py)
     dst.n += src.n
     dst.saved.extend(src.saved)
@@ -248,6 +257,7 @@ def merge(dst, src):
             dead[rs:rs + len(src.dead)] = src.dead
         dst.dead = dead
     dst.packed = None
+    src.nodes = None
     src.alias = dst
     src.gshift = gs
     src.rshift = rs

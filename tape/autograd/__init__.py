@@ -14,8 +14,12 @@ from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .._sweep import run
 from .._tensor import Tensor, _leaf
 
-__all__ = ['backward', 'grad', 'Variable', 'no_grad', 'enable_grad', 'set_grad_enabled',
-           'is_grad_enabled']
+from .function import Function, FunctionCtx, once_differentiable
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+
+__all__ = ['backward', 'grad', 'Variable', 'Function', 'FunctionCtx', 'once_differentiable',
+           'gradcheck', 'gradgradcheck', 'GradcheckError',
+           'no_grad', 'enable_grad', 'set_grad_enabled', 'is_grad_enabled']
 
 
 def _seq(x):

@@ -1,0 +1,286 @@
+"""The differentiable sweep: backward recorded as ops, for ``create_graph=True``.
+
+It walks the same records as the compiled sweep, in the same order, but
+computes each vector-Jacobian product with Tensor ops, so the backward itself
+lands on the tape and can be differentiated again, to any order.
+
+Every slot's gradient is kept as a flat 1-D Tensor of the slot's size: records
+know sizes, not shapes, and elementwise rules do not care.  Structural rules
+use the index maps and sizes stored in the record's attributes.
+
+Elementwise rules evaluate the very formula text that ``compiler/codegen.py``
+turns into the Numba kernel (``tape/_rules.py``); the helper functions those
+formulas call are defined here for Tensors.
+"""
+import numpy as np
+
+from . import _ops
+from ._rules import OP, RULES
+from ._tape import REC, resolve
+from ._tensor import Tensor, _leaf, _TNEW
+
+
+# ---------------------------------------------------- formula functions
+def _const_like(x, values):
+    return _leaf(np.asarray(values, dtype=np.result_type(x._data, np.float32)))
+
+
+def _data(x):
+    return x._data if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _step(x):
+    return _const_like(x, (_data(x) > 0).astype(np.float64)) if isinstance(x, Tensor) \
+        else float(x > 0)
+
+
+def _sign(x):
+    return _const_like(x, np.sign(_data(x))) if isinstance(x, Tensor) else float(np.sign(x))
+
+
+def _ge_half(x, y):
+    dx, dy = _data(x), _data(y)
+    mask = np.where(dx > dy, 1.0, np.where(dx == dy, 0.5, 0.0))
+    like = x if isinstance(x, Tensor) else y
+    return _const_like(like, mask)
+
+
+def _pow_grad(x, y):
+    if not isinstance(y, Tensor):
+        if y == 0:
+            return _ops.mul(x, 0.0)
+        return _ops.mul(_ops.pow_(x, y - 1.0), y)
+    return _ops.mul(y, _ops.pow_(x, _ops.sub(y, 1.0)))
+
+
+def _xlogy_safe(out, x):
+    mask = (_data(x) == 0) & (_data(out) <= 1)
+    if not np.any(mask):
+        return _ops.mul(out, _ops.log(x))
+    safe_x = _ops.add(x, _const_like(x, mask.astype(np.float64)))   # log(1) = 0 where masked
+    return _ops.mul(_ops.mul(out, _ops.log(safe_x)), _const_like(x, ~mask))
+
+
+def _abs(x):
+    return _ops.abs_(x)
+
+
+FORMULA_NAMESPACE = {
+    'exp': _ops.exp, 'log': _ops.log, 'sqrt': _ops.sqrt, 'sin': _ops.sin, 'cos': _ops.cos,
+    'tanh': _ops.tanh, 'sigmoid': _ops.sigmoid, 'abs': _abs, 'pow': _ops.pow_,
+    'step': _step, 'sign': _sign, 'ge_half': _ge_half, 'pow_grad': _pow_grad,
+    'xlogy_safe': _xlogy_safe,
+}
+_COMPILED = {}
+
+
+def _formula(text):
+    code = _COMPILED.get(text)
+    if code is None:
+        code = _COMPILED[text] = compile(text, '<rule>', 'eval')
+    return code
+
+
+# ------------------------------------------------------------- handles
+def _handle(tape, slot, value, leaf_of):
+    """A Tensor for ``slot`` holding ``value`` (flat), wired into the graph."""
+    if slot < 0:
+        return _leaf(value)
+    leaf = leaf_of.get(slot)
+    if leaf is not None:
+        # record a flattening view of the leaf straight onto this tape
+        return _ops._record_struct(OP['view'], leaf, np.reshape(leaf._data, -1), on_tape=tape,
+                                   in_slot=slot)
+    t = _TNEW(Tensor)
+    t._data = value
+    t._rg = True
+    t._tape = tape
+    t._goff = slot
+    t._rec = -1
+    return t
+
+
+def _flat(t):
+    if t._data.ndim == 1:
+        return t
+    return _ops.reshape(t, -1)
+
+
+def _add(acc, slot, g):
+    cur = acc.get(slot)
+    acc[slot] = g if cur is None else _ops.add(cur, g)
+
+
+# ------------------------------------------------------------ the sweep
+def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
+    """Backward from ``outputs`` with Tensor ops.  Accumulates into leaves' ``.grad``
+    (``inputs is None``) or returns the gradients of ``inputs``."""
+    from ._sweep import SECOND_BACKWARD, _graph_of, pack
+    gts = list(grad_tensors) if grad_tensors is not None else [None] * len(outputs)
+    # everything the sweep touches must sit on one tape before it starts
+    tape = _graph_of(list(outputs) + [g for g in gts if isinstance(g, Tensor) and g._rg])
+    acc = {}
+    leaf_roots = []
+    for o, g, seed in zip(outputs, gts, seeds):
+        gt = g if isinstance(g, Tensor) else _leaf(np.full(o._data.shape, seed, o._data.dtype)
+                                                   if type(seed) is float else
+                                                   seed.astype(o._data.dtype))
+        if o._tape is None:
+            leaf_roots.append((o, gt))
+            continue
+        if o._tape.alias is not None:
+            resolve(o)
+        _add(acc, o._goff, _flat(gt))
+    if tape is not None:
+        if tape.dead is not None and any(
+                o._tape is tape and o._rec < len(tape.dead) and tape.dead[o._rec]
+                for o in outputs):
+            raise RuntimeError(SECOND_BACKWARD)
+        if tape.epoch != _ops._tp.inplace_epoch[0]:
+            tape.check_versions()
+        R, RF, V, A = pack(tape)
+        leaf_of = {}
+        for leaf, s in tape.leaves:
+            leaf_of.setdefault(s, leaf)
+        start = max(o._rec for o in outputs if o._tape is tape)
+        hooks = tape.hooks
+        for k in range(start, -1, -1):
+            if hooks is not None and k in hooks:
+                out_slot = R[k, 1]
+                if out_slot in acc:
+                    acc[out_slot] = hooks[k].run_differentiable(acc[out_slot])
+            _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
+        if not retain_graph:
+            from ._sweep import release
+            reach = np.zeros(tape.gpos, np.uint8)
+            for s in acc:
+                reach[s] = 1
+            release(tape, reach, R)
+    for o, gt in leaf_roots:
+        _add(acc, ('leaf', id(o)), _flat(gt))
+    if inputs is not None:
+        return [_gradient_of(tape, x, acc) for x in inputs]
+    if tape is not None:
+        seen = {}
+        for leaf, s in tape.leaves:
+            g = acc.get(s)
+            if g is not None:
+                seen[id(leaf)] = (leaf, g if id(leaf) not in seen else _ops.add(seen[id(leaf)][1], g))
+        for leaf, g in seen.values():
+            _accumulate_tensor(leaf, g)
+    for o, gt in leaf_roots:
+        _accumulate_tensor(o, _flat(gt))
+    return None
+
+
+def _gradient_of(tape, x, acc):
+    g = None
+    if x._tape is not None and x._tape is tape:
+        g = acc.get(x._goff)
+    elif tape is not None:
+        for leaf, s in tape.leaves:
+            if leaf is x and s in acc:
+                g = acc[s] if g is None else _ops.add(g, acc[s])
+    leaf_g = acc.get(('leaf', id(x)))
+    if leaf_g is not None:
+        g = leaf_g if g is None else _ops.add(g, leaf_g)
+    if g is None:
+        return None
+    return g if g._data.shape == x._data.shape else _ops.reshape(g, x._data.shape)
+
+
+def _accumulate_tensor(leaf, g):
+    from ._hooks import run_leaf_hooks
+    if g._data.shape != leaf._data.shape:
+        g = _ops.reshape(g, leaf._data.shape)
+    g = run_leaf_hooks(leaf, g)
+    if g is None:
+        return
+    if g._data.dtype != leaf._data.dtype:
+        g = _ops.to(g, leaf._data.dtype)
+    cur = leaf._grad
+    leaf._grad = g if cur is None else _ops.add(cur, g)
+
+
+def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
+    op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
+    g = acc.get(go)
+    if g is None:
+        return
+    rule = RULES[op]
+    kind = rule.kind
+    if kind == 'python':
+        tape.py[ax].backward_differentiable(acc, tape, leaf_of)
+        return
+    if kind == 'elementwise':
+        env = {'grad': g}
+        pos = 0
+        for name in rule.saves:
+            value = V[v + pos * n:v + (pos + 1) * n]
+            slot = {'a': g0, 'b': g1, 'out': go}[name]
+            env[name] = _handle(tape, slot, value, leaf_of)
+            pos += 1
+        for name, field in zip(rule.consts, (7, 6)):
+            env[name] = float(RF[k, field])
+        for j, formula in enumerate(rule.vjps):
+            slot = (g0, g1)[j]
+            if slot < 0 or formula is None:
+                continue
+            gi = eval(_formula(formula), FORMULA_NAMESPACE, env)  # noqa: S307 (table text)
+            if not isinstance(gi, Tensor):
+                gi = _leaf(np.full(n, gi))
+            _add(acc, slot, gi)
+        return
+    if kind == 'sum_all':
+        c = float(RF[k, 7])
+        gi = _ops.expand(_ops.reshape(g, 1), v)
+        if c != 1.0:
+            gi = _ops.mul(gi, c)
+        _add(acc, g0, gi)
+        return
+    if kind == 'reduce':
+        c = float(RF[k, 7])
+        idx = _broadcast_map(A, ax, v)
+        gi = _ops.take_flat(g, idx)
+        if c != 1.0:
+            gi = _ops.mul(gi, c)
+        _add(acc, g0, gi)
+        return
+    if kind == 'expand':
+        if x == 1:
+            _add(acc, g0, _ops.reshape(_ops.sum_(g), 1))
+        else:
+            _add(acc, g0, _ops.put_flat(g, _broadcast_map(A, ax, n), x))
+        return
+    if kind == 'identity':
+        _add(acc, g0, g)
+        return
+    if kind == 'take':
+        _add(acc, g0, _ops.put_flat(g, A[ax:ax + n], x))
+        return
+    if kind == 'put':
+        _add(acc, g0, _ops.take_flat(g, A[ax:ax + x]))
+        return
+    if kind == 'mm':
+        m, kk, nn = (int(q) for q in A[ax:ax + 3])
+        g2 = _ops.reshape(g, m, nn)
+        if g0 >= 0:
+            hb = _handle(tape, g1, V[v + m * kk:v + m * kk + kk * nn], leaf_of)
+            _add(acc, g0, _ops.reshape(_ops.mm(g2, _ops.t(_ops.reshape(hb, kk, nn))), -1))
+        if g1 >= 0:
+            ha = _handle(tape, g0, V[v:v + m * kk], leaf_of)
+            _add(acc, g1, _ops.reshape(_ops.mm(_ops.t(_ops.reshape(ha, m, kk)), g2), -1))
+        return
+    raise NotImplementedError(f'create_graph: no differentiable rule for kind {kind!r} '
+                              f'({rule.name})')
+
+
+def _broadcast_map(A, ax, count):
+    """For i < count (elements of the big array), the index into the small one."""
+    nd = int(A[ax])
+    shape = [int(s) for s in A[ax + 1:ax + 1 + nd]]
+    strides = np.asarray(A[ax + 1 + nd:ax + 1 + 2 * nd], dtype=np.int64)
+    if nd == 0:
+        return np.zeros(count, np.int64)
+    idx = np.indices(shape).reshape(nd, -1)
+    return (idx * strides[:, None]).sum(axis=0).astype(np.int64)

@@ -1,0 +1,319 @@
+"""Custom differentiable functions: ``tape.autograd.Function``.
+
+``apply`` runs ``forward`` without recording, then appends one Python record
+to the tape.  The compiled sweep stops there and calls ``backward`` with the
+output gradients as tensors; with ``create_graph`` the differentiable sweep
+calls it with recording on, so a ``backward`` written in tape ops can be
+differentiated again (unless marked ``once_differentiable``).
+
+>>> import tape
+>>> from tape.autograd import Function
+>>> class Square(Function):
+...     @staticmethod
+...     def forward(ctx, x):
+...         ctx.save_for_backward(x)
+...         return x * x
+...     @staticmethod
+...     def backward(ctx, grad):
+...         x, = ctx.saved_tensors
+...         return 2 * x * grad
+>>> x = tape.tensor([3.0], requires_grad=True)
+>>> y = Square.apply(x)
+>>> y.grad_fn.name()
+'SquareBackward'
+>>> y.backward()
+>>> x.grad
+tensor([6.])
+"""
+import functools
+import warnings
+import weakref
+
+import numpy as np
+
+from .. import _ops
+from .._grad_mode import enable_grad, no_grad
+from .._rules import OP
+from .._tape import PACK, grad_mode, resolve
+from .._tensor import Tensor, _leaf, _TNEW
+
+_PYTHON_OP = OP['python']
+
+
+class _Saved:
+    """One saved tensor, held without a reference cycle through its tape."""
+    __slots__ = ('data', 'leaf', 'tape', 'slot', 'rec', 'box', 'version', 'dtype')
+
+    def __init__(self, t):
+        self.data = t._data
+        self.box = t._vbox
+        if self.box is None:
+            self.box = t._vbox = [0]
+        self.version = self.box[0]
+        if t._tape is None:
+            self.leaf = t            # leaves hold no tape: no cycle
+            self.tape = None
+        else:
+            self.leaf = None
+            self.tape = weakref.ref(resolve(t))
+            self.slot = t._goff
+            self.rec = t._rec
+
+    def unpack(self, fn_name):
+        if self.box[0] != self.version:
+            raise RuntimeError(
+                'one of the variables needed for gradient computation has been modified by an '
+                f'inplace operation: a tensor saved by {fn_name} is at version {self.box[0]}; '
+                f'expected version {self.version} instead.')
+        if self.leaf is not None:
+            return self.leaf
+        tape = self.tape()
+        t = _TNEW(Tensor)
+        t._data = self.data
+        t._rg = tape is not None
+        t._tape = tape
+        t._goff = self.slot
+        t._rec = self.rec
+        if tape is None:
+            t._goff = -1
+            t._rec = 0
+        return t
+
+
+class FunctionCtx:
+    """The ``ctx`` passed to ``forward`` and ``backward``: a place to keep what
+    backward needs.  Any attribute may be set on it."""
+
+    def __init__(self, fn_name):
+        self._fn_name = fn_name
+        self._to_save = ()
+        self._saved = None
+        self._released = False
+        self._non_differentiable = ()
+        self.needs_input_grad = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f'save_for_backward can only save variables, but argument '
+                                f'{tensors.index(t)} is of type {type(t).__name__}')
+        self._to_save = tensors
+
+    def mark_non_differentiable(self, *outputs):
+        self._non_differentiable = tuple(id(o) for o in outputs)
+
+    def mark_dirty(self, *tensors):
+        self._dirty = tensors
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+    @property
+    def saved_tensors(self):
+        if self._released:
+            raise RuntimeError(
+                'Trying to backward through the graph a second time (or directly access saved '
+                'tensors after they have already been freed). Saved intermediate values of the '
+                'graph are freed when you call .backward() or autograd.grad(). Specify '
+                'retain_graph=True if you need to backward through the graph a second time or '
+                'if you need to access saved tensors after calling backward.')
+        if self._saved is None:       # still inside forward
+            return tuple(self._to_save)
+        return tuple(None if s is None else s.unpack(self._fn_name) for s in self._saved)
+
+    @property
+    def saved_variables(self):
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'",
+                      DeprecationWarning, stacklevel=2)
+        return self.saved_tensors
+
+
+class _FunctionRecord:
+    """The Python record of one ``Function.apply``."""
+    __slots__ = ('cls', 'ctx', 'in_slots', 'in_shapes', 'in_dtypes', 'out_slots',
+                 'out_shapes', 'out_dtypes', 'nargs', '__weakref__')
+
+    def shift(self, gs):
+        self.in_slots = [s + gs if s >= 0 else s for s in self.in_slots]
+        self.out_slots = [s + gs if s >= 0 else s for s in self.out_slots]
+
+    def _call_backward(self, grads):
+        name = self.cls.__name__ + 'Backward'
+        res = self.cls.backward(self.ctx, *grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        if len(res) != self.nargs:
+            if len(res) > self.nargs and all(r is None for r in res[self.nargs:]):
+                res = res[:self.nargs]
+            else:
+                raise RuntimeError(f'function {name} returned an incorrect number of gradients '
+                                   f'(expected {self.nargs}, got {len(res)})')
+        out = []
+        for i, (r, s) in enumerate(zip(res, self.in_slots)):
+            if r is None or s < 0:
+                out.append(None)
+                continue
+            if not isinstance(r, Tensor):
+                r = _leaf(np.asarray(r, dtype=np.float64))
+            shape = self.in_shapes[i]
+            if tuple(r._data.shape) != tuple(shape):
+                if r._data.size == int(np.prod(shape)) or np.size(r._data) == 1:
+                    r = _ops.reshape(r, shape) if r._data.size == int(np.prod(shape)) else \
+                        _ops.expand(_ops.reshape(r, (1,) * len(shape)), shape)
+                else:
+                    raise RuntimeError(f'Function {name} returned an invalid gradient at index '
+                                       f'{i} - got {list(r._data.shape)} but expected shape '
+                                       f'compatible with {list(shape)}')
+            out.append(r)
+        return out
+
+    def _grads_in(self, have, get):
+        grads = []
+        for s, shape, dt in zip(self.out_slots, self.out_shapes, self.out_dtypes):
+            if s >= 0 and have(s):
+                grads.append(get(s, shape, dt))
+            elif self.ctx.materialize_grads:
+                grads.append(_leaf(np.zeros(shape, dt)))
+            else:
+                grads.append(None)
+        return grads
+
+    def backward(self, G, reach):
+        """Compiled-sweep side: read output grads from G, add input grads into G."""
+        if not any(s >= 0 and reach[s] for s in self.out_slots):
+            return
+        grads = self._grads_in(lambda s: reach[s],
+                               lambda s, shape, dt: _leaf(
+                                   G[s:s + int(np.prod(shape))].reshape(shape).astype(dt)))
+        with no_grad():
+            res = self._call_backward(grads)
+        for r, s in zip(res, self.in_slots):
+            if r is not None:
+                G[s:s + r._data.size] += np.ravel(r._data)
+                reach[s] = 1
+
+    def backward_differentiable(self, acc, tape, leaf_of):
+        if not any(s >= 0 and s in acc for s in self.out_slots):
+            return
+        grads = self._grads_in(lambda s: s in acc,
+                               lambda s, shape, dt: _ops.reshape(acc[s], shape))
+        with enable_grad():
+            res = self._call_backward(grads)
+        from .._differentiable import _add
+        for r, s in zip(res, self.in_slots):
+            if r is not None:
+                _add(acc, s, _ops.reshape(r, -1))
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name, bases, ns):
+        super().__init__(name, bases, ns)
+        cls._backward_name = name + 'Backward'
+
+
+class Function(metaclass=_FunctionMeta):
+    """Base class for custom differentiable operations; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError('You must implement the forward function for custom '
+                                  'autograd.Function.')
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError('You must implement either the backward or vjp method for '
+                                  'your custom autograd.Function to use it with backward mode AD.')
+
+    vjp = backward
+
+    def __init__(self, *args, **kwargs):
+        warnings.warn(f'{type(self).__name__} should not be instantiated. Methods on autograd '
+                      'functions are all static, so you should invoke them on the class itself.',
+                      DeprecationWarning, stacklevel=2)
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = FunctionCtx(cls._backward_name)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+        with no_grad():
+            outputs = cls.forward(ctx, *args, **kwargs)
+        is_tuple = isinstance(outputs, tuple)
+        outs = list(outputs) if is_tuple else [outputs]
+        record = grad_mode.enabled and any(ctx.needs_input_grad)
+        for i, o in enumerate(outs):
+            if isinstance(o, Tensor) and (o._tape is not None or any(o is a for a in args)):
+                # an input returned as is, or a result of recording: give it a fresh identity
+                outs[i] = _leaf(o._data)
+        if not record:
+            ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+            ctx._to_save = ()
+            return tuple(outs) if is_tuple else outs[0]
+        tape = _ops.tape_of_all([a for a in args if isinstance(a, Tensor)])
+        rec = _FunctionRecord()
+        rec.cls = cls
+        rec.ctx = ctx
+        rec.nargs = len(args)
+        rec.in_slots = [(_ops._slot(a, tape) if isinstance(a, Tensor) else -1) for a in args]
+        rec.in_shapes = [np.shape(a._data) if isinstance(a, Tensor) else () for a in args]
+        rec.in_dtypes = [a._data.dtype if isinstance(a, Tensor) else None for a in args]
+        out_slots, out_shapes, out_dtypes = [], [], []
+        index = tape.n
+        for o in outs:
+            differentiable = (isinstance(o, Tensor) and id(o) not in ctx._non_differentiable
+                              and o._data.dtype.kind == 'f')
+            if not differentiable:
+                out_slots.append(-1)
+                out_shapes.append(np.shape(o._data) if isinstance(o, Tensor) else ())
+                out_dtypes.append(o._data.dtype if isinstance(o, Tensor) else np.float64)
+                continue
+            slot = tape.gpos
+            tape.gpos += o._data.size
+            o._rg = True
+            o._tape = tape
+            o._goff = slot
+            o._rec = index
+            out_slots.append(slot)
+            out_shapes.append(o._data.shape)
+            out_dtypes.append(o._data.dtype)
+        rec.out_slots, rec.out_shapes, rec.out_dtypes = out_slots, out_shapes, out_dtypes
+        first = next((s for s in out_slots if s >= 0), tape.gpos)
+        tape.rec += PACK(_PYTHON_OP, first, 0, -1, -1, 0, len(tape.py), 0)
+        tape.py.append(rec)
+        tape.n += 1
+        # saved tensors are packed now that the outputs have their slots
+        ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+        ctx._to_save = ()
+        return tuple(outs) if is_tuple else outs[0]
+
+
+def once_differentiable(fn):
+    """Decorate a ``backward`` that is written in NumPy (or otherwise not in tape
+    ops): it runs with recording off, and differentiating it again raises."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            res = fn(ctx, *args)
+        if not grad_mode.enabled:
+            return res
+        deps = [a for a in args if isinstance(a, Tensor) and a._rg]
+        if not deps:
+            return res
+        seq = res if isinstance(res, tuple) else (res,)
+        out = tuple(_OnceDifferentiable.apply(r, *deps) if isinstance(r, Tensor) else r
+                    for r in seq)
+        return out if isinstance(res, tuple) else out[0]
+    return wrapper
+
+
+class _OnceDifferentiable(Function):
+    """Passes a value through, tied to the gradients it came from; differentiating
+    through it raises, as PyTorch does for ``once_differentiable``."""
+    @staticmethod
+    def forward(ctx, value, *deps):
+        return _leaf(value._data)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError('trying to differentiate twice a function that was marked with '
+                           '@once_differentiable')
