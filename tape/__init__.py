@@ -4,7 +4,7 @@
 >>> x = tape.tensor([1.0, 2.0], requires_grad=True)
 >>> y = (x * x + 3 * x).sum()
 >>> y
-tensor(13., grad_fn=<SumBackward0>)
+tensor(14., grad_fn=<SumBackward0>)
 >>> y.backward()
 >>> x.grad
 tensor([5., 7.])
@@ -100,6 +100,7 @@ def _tolist(x):
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new leaf tensor holding a copy of ``data`` (float32 for Python floats).
 
+    >>> import tape
     >>> tape.tensor([[1, 2], [3, 4]]).dtype
     dtype('int64')
     """
