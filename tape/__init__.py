@@ -125,7 +125,10 @@ def from_numpy(arr):
 def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    return tuple(int(s) for s in size)
+    for s in size:
+        if type(s) is not int:
+            return tuple(int(s) for s in size)
+    return tuple(size)
 
 
 def _dt(dtype):
@@ -151,12 +154,26 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None):
     return _finish(np.full(_shape((size,)), fill_value, np.dtype(dtype)), None, requires_grad)
 
 
+def _random(method, size, dtype, requires_grad):
+    dt = _dt(dtype)
+    if dt == float32 or dt == float64:
+        arr = method(_shape(size), dtype=dt)        # drawn in the target dtype: no copy
+    else:
+        arr = method(_shape(size)).astype(dt)
+    t = _leaf(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    return _finish(_rng[0].random(_shape(size)).astype(_dt(dtype)), None, requires_grad)
+    """Uniform samples on [0, 1) (seeded by ``manual_seed``)."""
+    return _random(_rng[0].random, size, dtype, requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    return _finish(_rng[0].standard_normal(_shape(size)).astype(_dt(dtype)), None, requires_grad)
+    """Standard normal samples (seeded by ``manual_seed``)."""
+    return _random(_rng[0].standard_normal, size, dtype, requires_grad)
 
 
 def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None):
@@ -295,14 +312,48 @@ def _bind():
     T.int = lambda a: o.to(a, np.int32)
     T.bool = lambda a: o.to(a, np.bool_)
 
+    from ._tape import grad_mode, inplace_epoch
+    ufuncs = {'add': np.add, 'sub': np.subtract, 'mul': np.multiply, 'div': np.true_divide}
+
     def _inplace(name):
+        ufunc = ufuncs[name]
+
         def f(a, other=None, *, alpha=None):
+            # fast path: an optimizer-style update outside the graph
+            if a._tape is None and alpha is None and not (a._rg and grad_mode.enabled):
+                t = type(other)
+                if t is Tensor and not (other._rg and grad_mode.enabled):
+                    od = other._data
+                elif t is float or t is int:
+                    od = other
+                else:
+                    return o.inplace(a, name, other, alpha)
+                d = a._data
+                if type(d) is np.ndarray:
+                    try:
+                        ufunc(d, od, out=d)
+                    except (ValueError, TypeError):
+                        return o.inplace(a, name, other, alpha)   # raises the proper error
+                    if a._vbox is not None:
+                        a._vbox[0] += 1
+                    inplace_epoch[0] += 1
+                    return a
             return o.inplace(a, name, other, alpha)
         f.__name__ = name + '_'
         return f
     T.add_, T.sub_, T.mul_, T.div_ = (_inplace(n) for n in ('add', 'sub', 'mul', 'div'))
     T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, T.div_
-    T.zero_ = lambda a: o.inplace(a, 'zero')
+
+    def zero_(a):
+        d = a._data
+        if a._tape is None and type(d) is np.ndarray and not (a._rg and grad_mode.enabled):
+            d.fill(0)
+            if a._vbox is not None:
+                a._vbox[0] += 1
+            inplace_epoch[0] += 1
+            return a
+        return o.inplace(a, 'zero')
+    T.zero_ = zero_
     T.fill_ = lambda a, value: o.inplace(a, 'fill', value)
     T.backward = _backward_method
     from ._hooks import register_hook, retain_grad

@@ -170,12 +170,12 @@ def _record_binary(op, a, b, out):
         if sv & 1:
             saved.append(ad)
             v += n
-            if a._tape is None:
+            if a._tape is None and not a._rg:
                 tape.save_box(a)
         if sv & 2:
             saved.append(bd)
             v += n
-            if b._tape is None:
+            if b._tape is None and not b._rg:
                 tape.save_box(b)
         if sv & 4:
             saved.append(out)
@@ -204,7 +204,7 @@ def _record_unary(op, a, out, const=None):
     if sv & 1:
         saved.append(a._data)
         v += n
-        if a._tape is None:
+        if a._tape is None and not a._rg:
             tape.save_box(a)
     if sv & 4:
         saved.append(out)
@@ -296,10 +296,31 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 raise _broadcast_error(name, a, b) from None
             if not ((a._rg or b._rg) and grad_mode.enabled):
                 return _leaf(out)
-            tape = a._tape
-            if tape is None or tape is not b._tape or tape.alias is not None \
-                    or ad.shape != bd.shape:
+            ta = a._tape
+            tbb = b._tape
+            tape = ta if ta is not None else tbb
+            # equal sizes mean broadcasting at most added size-1 dims, which keeps
+            # the flat C order: the operands line up element by element
+            if tape is None or tape.alias is not None or ad.size != bd.size or (
+                    tbb is not None and tbb is not tape):
                 return _record_binary(op, a, b, out)
+            # a leaf operand takes its cached slot on this tape (or registers)
+            if ta is tape:
+                g0 = a._goff
+            elif not a._rg:
+                g0 = -1
+            elif a._rec == tape.serial:
+                g0 = a._goff
+            else:
+                g0 = tape.leaf_slot(a)
+            if tbb is tape:
+                g1 = b._goff
+            elif not b._rg:
+                g1 = -1
+            elif b._rec == tape.serial:
+                g1 = b._goff
+            else:
+                g1 = tape.leaf_slot(b)
             n = out.size
             slot = tape.gpos
             tape.gpos = slot + n
@@ -309,13 +330,17 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 if b_saves & 1:
                     saved.append(ad)
                     v += n
+                    if ta is None and not a._rg:
+                        tape.save_box(a)
                 if b_saves & 2:
                     saved.append(bd)
                     v += n
+                    if tbb is None and not b._rg:
+                        tape.save_box(b)
                 if b_saves & 4:
                     saved.append(out)
                     v += n
-            tape.rec += _PACK(op, slot, n, a._goff, b._goff, tape.vpos, 0, 0)
+            tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
             tape.vpos = v
             t = _TNEW(Tensor)
             t._data = out
@@ -339,7 +364,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
         return fwd(a, _const(b, a))
 
     def rfwd(a, b):                # b (op) a, with b not a Tensor
-        if isinstance(b, _scalar_types):
+        tb = type(b)
+        if tb is float or tb is int or isinstance(b, _scalar_types):
             out = npf(b, a._data)
             if a._rg and grad_mode.enabled:
                 if rop is None:
@@ -704,7 +730,7 @@ def mm(a, b):
                            saved=(ad, bd), b=b)
         tape = r._tape
         for x in (a, b):
-            if x._tape is None:
+            if x._tape is None and not x._rg:
                 tape.save_box(x)
         return r
     return _leaf(out)

@@ -116,6 +116,9 @@ class Tape:
             self.gpos += t._data.size
             self.leafmap[id(t)] = slot
             self.leaves.append((t, slot))
+            # the leaf's version now stands for every later save of it on this
+            # tape (saves do not record their own: that keeps recording cheap)
+            self.save_box(t)
         t._rec = self.serial      # a leaf caches its last tape's serial...
         t._goff = slot            # ...and its slot there
         return slot
@@ -127,7 +130,14 @@ class Tape:
         return off
 
     def save_box(self, t):
-        """Remember the version of leaf/constant ``t`` whose data is saved."""
+        """Remember the version of ``t`` (a leaf or constant) whose data is saved.
+
+        Leaves that require grad are covered once, when they join the tape;
+        constants once per saving record.  A leaf changed in place between two
+        of its uses in one graph is therefore reported even if only the later
+        use saved it (PyTorch would not complain); the cost of a per-save record
+        on the hottest path is why.
+        """
         box = t._vbox
         if box is None:
             box = t._vbox = [0]
