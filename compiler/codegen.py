@@ -33,6 +33,7 @@ and accumulates into its inputs' gradient slots in one pass.
 """
 import math
 
+import numpy as np
 from numba import njit
 
 from compiler.kernels import ge_half, pow_grad, sigmoid, sign, step, xlogy_safe  # noqa: F401
@@ -62,12 +63,13 @@ def _broadcast_index(i, A, ax):
 
 
 @njit(cache=True)
-def sweep(R, RF, G, V, A, reach, start, stop):
+def sweep(R, G, V, A, reach, start, stop):
     """Replay records start, start-1, ..., stop+1; return the index of a record
     that needs Python (a custom Function, a hook, a large matrix product), or
-    -1 when the range is done.  RF is R's bytes as float64: a record's scalar
-    constants sit in its fields 7 and 6.  ``reach[s]`` is 1 once slot s lies on a path
+    -1 when the range is done.  A record's scalar constants sit in its fields
+    7 and 6 as float64 bits, read through RF, a float64 view of R.  ``reach[s]`` is 1 once slot s lies on a path
     from the seeded outputs; records whose output is unreached are skipped."""
+    RF = R.view(np.float64)
     for k in range(start, stop, -1):
         op = R[k, 0]
         if op == PYTHON_OP:
@@ -154,9 +156,9 @@ _STRUCTURAL = {
         '    G[g0 + i] += G[go + A[ax + i]]',
     ],
     'mm': [
-        'm = A[ax]',
-        'kk = A[ax + 1]',
-        'nn = A[ax + 2]',
+        'm = ax',
+        'kk = x',
+        'nn = n // m',
         'if m * kk * nn > MM_SMALL:',
         '    return k',
         'if g0 >= 0:',

@@ -6,6 +6,7 @@ generated sweep, so they cost nothing per call.
 """
 import math
 
+import numpy as np
 from numba import njit
 
 
@@ -49,3 +50,53 @@ def xlogy_safe(out, x):
 @njit(cache=True, inline='always')
 def sigmoid(x):
     return 1.0 / (1.0 + math.exp(-x))
+
+
+@njit(cache=True, inline='always')
+def sinh(x):
+    return math.sinh(x)
+
+
+@njit(cache=True, inline='always')
+def cosh(x):
+    return math.cosh(x)
+
+
+@njit(cache=True, inline='always')
+def erf(x):
+    return math.erf(x)
+
+
+@njit(cache=True, inline='always')
+def floor(x):
+    return np.floor(x)        # math.floor returns an int in Numba (wrong for inf/NaN)
+
+
+@njit(cache=True, inline='always')
+def trunc(x):
+    return np.trunc(x)
+
+
+@njit(cache=True, inline='always')
+def ge(x, y):
+    return 1.0 if x >= y else 0.0
+
+
+@njit(cache=True, inline='always')
+def eq(x, y):
+    return 1.0 if x == y else 0.0
+
+
+@njit(cache=True, inline='always')
+def where_pos(cond, x, y):
+    return x if cond > 0.0 else y
+
+
+@njit(cache=True, inline='always')
+def inv0(x):
+    return 1.0 / x if x != 0.0 else 0.0
+
+
+@njit(cache=True, inline='always')
+def zero(x):
+    return 0.0

@@ -132,13 +132,12 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
             resolve(o)
         _add(acc, o._goff, _flat(gt))
     if tape is not None:
-        if tape.dead is not None and any(
-                o._tape is tape and o._rec < len(tape.dead) and tape.dead[o._rec]
-                for o in outputs):
+        if any(o._tape is tape and tape.is_dead(o._rec) for o in outputs):
             raise RuntimeError(SECOND_BACKWARD)
         if tape.epoch != _ops._tp.inplace_epoch[0]:
             tape.check_versions()
-        R, RF, V, A = pack(tape)
+        R, V, A = pack(tape)
+        RF = R.view(np.float64)
         leaf_of = {}
         for leaf, s in tape.leaves:
             leaf_of.setdefault(s, leaf)
@@ -262,7 +261,8 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         _add(acc, g0, _ops.take_flat(g, A[ax:ax + x]))
         return
     if kind == 'mm':
-        m, kk, nn = (int(q) for q in A[ax:ax + 3])
+        m, kk = ax, x
+        nn = n // m
         g2 = _ops.reshape(g, m, nn)
         if g0 >= 0:
             hb = _handle(tape, g1, V[v + m * kk:v + m * kk + kk * nn], leaf_of)

@@ -161,7 +161,8 @@ def _apply_node(nd, grads):
     from ._sweep import pack
     from ._tensor import Tensor, _leaf
     tape = nd._tape
-    R, RF, V, A = pack(tape)
+    R, V, A = pack(tape)
+    RF = R.view(np.float64)
     op, out, n, g0, g1, v, ax, x = tape.record(nd._rec)
     if op == _PYTHON:
         # a custom Function's node returns its backward's result as is, as PyTorch does

@@ -215,7 +215,7 @@ def _record_unary(op, a, out, const=None):
 
 
 def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
-                   on_tape=None, in_slot=None):
+                   on_tape=None, in_slot=None, ax=0):
     """Record a structural op of ``a`` (and ``b`` for mm) with attributes/saved values.
 
     Reductions pass ``scale`` (1 for sum, 1/count for mean): it goes in the x
@@ -233,7 +233,8 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
     n = out.size
     slot = tape.gpos
     tape.gpos = slot + n
-    ax = 0 if attrs is None else tape.add_attrs(attrs)
+    if attrs is not None:
+        ax = tape.add_attrs(attrs)
     v = tape.vpos
     if saved is not None:
         for s in saved:
@@ -301,7 +302,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             tape = ta if ta is not None else tbb
             # equal sizes mean broadcasting at most added size-1 dims, which keeps
             # the flat C order: the operands line up element by element
-            if tape is None or tape.alias is not None or ad.size != bd.size or (
+            n = out.size
+            if tape is None or tape.alias is not None or ad.size != n or bd.size != n or (
                     tbb is not None and tbb is not tape):
                 return _record_binary(op, a, b, out)
             # a leaf operand takes its cached slot on this tape (or registers)
@@ -321,7 +323,6 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 g1 = b._goff
             else:
                 g1 = tape.leaf_slot(b)
-            n = out.size
             slot = tape.gpos
             tape.gpos = slot + n
             v = tape.vpos
@@ -726,8 +727,8 @@ def mm(a, b):
     if (a._rg or b._rg) and grad_mode.enabled:
         m, k = ad.shape
         n = bd.shape[1]
-        r = _record_struct(OP['mm'], a, out, attrs=np.array([m, k, n], _I64),
-                           saved=(ad, bd), b=b)
+        # m and k ride in the record's a and x fields; n is the result's size / m
+        r = _record_struct(OP['mm'], a, out, x=k, saved=(ad, bd), b=b, ax=m)
         tape = r._tape
         for x in (a, b):
             if x._tape is None and not x._rg:

@@ -35,6 +35,10 @@ import ast
 FORMULA_FUNCS = frozenset({
     'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'pow', 'step',
     'sign', 'abs', 'ge_half', 'pow_grad', 'xlogy_safe',
+    # ge(x, y) / eq(x, y) are 1.0 where x >= y / x == y, else 0.0; where_pos(c, x, y)
+    # is x where c > 0 else y (only the chosen side is used, so an inf on the other
+    # side gives no NaN); inv0(x) is 1/x but 0 at x == 0; zero(x) is 0.0.
+    'sinh', 'cosh', 'erf', 'floor', 'trunc', 'ge', 'eq', 'where_pos', 'inv0', 'zero',
 })
 TENSOR_NAMES = ('a', 'b')
 SAVED_ORDER = ('a', 'b', 'out')       # layout of saved arrays in V
@@ -116,6 +120,10 @@ RULES = [
     # ties split the gradient in half, as PyTorch does
     E('maximum', 'MaximumBackward0', 'ab', ('grad * ge_half(a, b)', 'grad * ge_half(b, a)')),
     E('minimum', 'MinimumBackward0', 'ab', ('grad * ge_half(b, a)', 'grad * ge_half(a, b)')),
+    E('atan2', 'Atan2Backward0', 'ab', ('grad * b / (a * a + b * b)',
+                                        '-grad * a / (a * a + b * b)')),
+    E('remainder', 'RemainderBackward1', 'ab', ('grad', '-grad * floor(a / b)')),
+    E('fmod', 'FmodBackward1', 'ab', ('grad', '-grad * trunc(a / b)')),
     # --- tensor with a Python scalar c ---
     E('add_scalar', 'AddBackward0', 'a', ('grad',), consts='c'),
     E('sub_scalar', 'SubBackward0', 'a', ('grad',), consts='c'),
@@ -125,6 +133,8 @@ RULES = [
     E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c'),
     E('pow_scalar', 'PowBackward0', 'a', ('grad * pow_grad(a, c)',), consts='c'),
     E('rpow_scalar', 'PowBackward2', 'a', ('grad * out * log(c)',), consts='c'),
+    E('remainder_scalar', 'RemainderBackward0', 'a', ('grad',), consts='c'),
+    E('fmod_scalar', 'FmodBackward0', 'a', ('grad',), consts='c'),
     # --- unary elementwise ---
     E('neg', 'NegBackward0', 'a', ('-grad',)),
     E('exp', 'ExpBackward0', 'a', ('grad * out',)),
@@ -136,6 +146,52 @@ RULES = [
     E('sigmoid', 'SigmoidBackward0', 'a', ('grad * out * (1.0 - out)',)),
     E('relu', 'ReluBackward0', 'a', ('grad * step(out)',)),
     E('abs', 'AbsBackward0', 'a', ('grad * sign(a)',)),
+    E('rsqrt', 'RsqrtBackward0', 'a', ('-0.5 * grad * out * out * out',)),
+    E('exp2', 'Exp2Backward0', 'a', ('grad * out * 0.6931471805599453',)),
+    E('expm1', 'Expm1Backward0', 'a', ('grad * (out + 1.0)',)),
+    E('log2', 'Log2Backward0', 'a', ('grad / (a * 0.6931471805599453)',)),
+    E('log10', 'Log10Backward0', 'a', ('grad / (a * 2.302585092994046)',)),
+    E('log1p', 'Log1PBackward0', 'a', ('grad / (a + 1.0)',)),
+    E('tan', 'TanBackward0', 'a', ('grad * (1.0 + out * out)',)),
+    E('asin', 'AsinBackward0', 'a', ('grad / sqrt(1.0 - a * a)',)),
+    E('acos', 'AcosBackward0', 'a', ('-grad / sqrt(1.0 - a * a)',)),
+    E('atan', 'AtanBackward0', 'a', ('grad / (1.0 + a * a)',)),
+    E('sinh', 'SinhBackward0', 'a', ('grad * cosh(a)',)),
+    E('cosh', 'CoshBackward0', 'a', ('grad * sinh(a)',)),
+    E('erf', 'ErfBackward0', 'a', ('grad * 1.1283791670955126 * exp(-a * a)',)),
+    E('reciprocal', 'ReciprocalBackward0', 'a', ('-grad * out * out',)),
+    E('silu', 'SiluBackward0', 'a', ('grad * sigmoid(a) * (1.0 + a * (1.0 - sigmoid(a)))',)),
+    # PyTorch's d/dx of the exact gelu: Phi(x) + x * phi(x)
+    E('gelu', 'GeluBackward0', 'a', (
+        'grad * (0.5 * (1.0 + erf(a * 0.7071067811865476))'
+        ' + a * 0.3989422804014327 * exp(-0.5 * a * a))',)),
+    # gelu(approximate='tanh'): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+    E('gelu_tanh', 'GeluBackward0', 'a', (
+        'grad * (0.5 * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))'
+        ' + 0.5 * a * (1.0 - tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))'
+        ' * tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))'
+        ' * 0.7978845608028654 * (1.0 + 0.134145 * a * a))',)),
+    # c is the negative slope; x == 0 takes the negative side, as in PyTorch
+    E('leaky_relu', 'LeakyReluBackward0', 'a', ('grad * where_pos(a, 1.0, c)',), consts='c'),
+    # c is alpha; below 0, d/dx alpha*(exp(x)-1) = out + alpha (no exp of a large x)
+    E('elu', 'EluBackward0', 'a', ('grad * where_pos(a, 1.0, out + c)',), consts='c'),
+    # c is beta.  Above the threshold softplus returns x itself, so out == a there;
+    # below it out == a only where sigmoid(beta x) already rounds to 1.  This keeps
+    # the threshold out of the record (a record has room for one float constant).
+    E('softplus', 'SoftplusBackward0', 'a', ('grad * where_pos(eq(out, a), 1.0, sigmoid(a * c))',),
+      consts='c'),
+    E('sign', 'SignBackward0', 'a', ('zero(grad)',)),
+    E('floor', 'FloorBackward0', 'a', ('zero(grad)',)),
+    E('ceil', 'CeilBackward0', 'a', ('zero(grad)',)),
+    E('round', 'RoundBackward0', 'a', ('zero(grad)',)),
+    E('round_decimals', 'RoundBackward1', 'a', ('zero(grad)',)),
+    E('trunc', 'TruncBackward0', 'a', ('zero(grad)',)),
+    # clamp(x, lo, hi): gradient where lo <= x <= hi, i.e. where the result is x
+    # itself (NaN gives 0, as in PyTorch); c is 0.0 when lo > hi (no x survives)
+    E('clamp', 'ClampBackward1', 'a', ('grad * c * eq(out, a)',), consts='c'),
+    # out = a ** c for a >= 0 (a sum of |x|^p); 0 gradient at a == 0, as PyTorch's
+    # norm backward masks the zero vector
+    E('norm_root', 'LinalgVectorNormBackward0', 'a', ('grad * c * out * inv0(a)',), consts='c'),
     # --- structural: kernels written by hand, once per kind ---
     S('sum', 'SumBackward0', 'sum_all'),           # grad_in[i] += c * grad_out[0]
     S('mean', 'MeanBackward0', 'sum_all'),
@@ -153,6 +209,29 @@ RULES = [
     S('permute', 'PermuteBackward0', 'take'),
     S('put', 'IndexPutBackward0', 'put'),          # out[idx[i]] += in[i]; the adjoint of take
     S('mm', 'MmBackward0', 'mm'),
+    # out[i] = a[i] if mask[i] else b[i]; the mask (int64) in A; a and b expanded
+    S('where', 'WhereBackward0', 'where'),
+    S('masked_fill', 'MaskedFillBackward0', 'where'),
+    # along one axis of an (outer, L, inner) block; A = [outer, L, inner]
+    S('cumsum', 'CumsumBackward0', 'cumsum'),     # grad_in = reversed cumsum of grad_out
+    S('cumprod', 'CumprodBackward0', 'cumprod'),  # saves input and output; exact with zeros
+    S('bmm', 'BmmBackward0', 'bmm'),              # A = [batch, m, k, n]; saves a and b
+    # composite ops whose last record is an existing kind, named as PyTorch names it
+    S('gather', 'GatherBackward0', 'take'),
+    S('index_select', 'IndexSelectBackward0', 'take'),
+    S('flip', 'FlipBackward0', 'take'),
+    S('repeat', 'RepeatBackward0', 'take'),
+    S('split', 'SplitBackward0', 'take'),
+    S('max_dim', 'MaxBackward0', 'take'),          # values at the arg-max
+    S('min_dim', 'MinBackward0', 'take'),
+    S('prod', 'ProdBackward0', 'take'),            # the last element of a cumprod
+    S('prod_dim', 'ProdBackward1', 'take'),
+    S('squeeze', 'SqueezeBackward1', 'identity'),
+    S('unsqueeze', 'UnsqueezeBackward0', 'identity'),
+    S('amax', 'AmaxBackward0', 'reduce'),          # sum of x * (ties share 1) along dims
+    S('amin', 'AminBackward0', 'reduce'),
+    S('max_all', 'MaxBackward1', 'sum_all'),
+    S('min_all', 'MinBackward1', 'sum_all'),
     S('python', 'PythonBackward', 'python'),       # runs Python: custom Function, hooks
 ]
 
@@ -164,7 +243,9 @@ BY_NAME = {r.name: r for r in RULES}
 if len(BY_NAME) != len(RULES):
     raise ValueError('rule table: two rows share a name')
 OP = {r.name: r.op for r in RULES}
-STRUCTURAL_KINDS = ('sum_all', 'reduce', 'expand', 'identity', 'take', 'put', 'mm', 'python')
+STRUCTURAL_KINDS = ('sum_all', 'reduce', 'expand', 'identity', 'take', 'put', 'mm', 'python',
+                    'where', 'cumsum', 'cumprod', 'bmm')
+TWO_INPUT_KINDS = ('mm', 'bmm', 'where')     # structural kinds with a second input (field 4)
 for _r in RULES:
     if _r.kind != 'elementwise' and _r.kind not in STRUCTURAL_KINDS:
         raise ValueError(f'rule {_r.name!r}: unknown kind {_r.kind!r}')

@@ -38,8 +38,11 @@ def kernel():
 
 
 def pack(tape):
-    """The tape as arrays: R (records), RF (the same bytes as float64), V (saved values),
-    A (int attributes)."""
+    """The tape as arrays: R (records), V (saved values), A (int attributes).
+
+    R is a copy: a view would lock the tape's bytearray against growing for
+    as long as anything (an exception's traceback, say) holds it.
+    """
     packed = tape.packed
     if packed is not None and packed[0] == tape.n:
         return packed[1:]
@@ -51,7 +54,7 @@ def pack(tape):
         attrs = [np.zeros(fa, np.int64)] + attrs
     V = np.concatenate(saved, axis=None, dtype=np.float64) if saved else _EMPTY_F
     A = np.concatenate(attrs, axis=None, dtype=np.int64) if attrs else _EMPTY_I
-    return R, R.view(np.float64), V, A
+    return R, V, A
 
 
 def _graph_of(roots):
@@ -79,7 +82,8 @@ def _python_record(tape, k, R, G, V, A, reach):
     rule = RULES[R[k, 0]]
     if rule.kind == 'mm':
         go, g0, g1, v, ax = R[k, 1], R[k, 3], R[k, 4], R[k, 5], R[k, 6]
-        m, kk, nn = A[ax], A[ax + 1], A[ax + 2]
+        m, kk = ax, R[k, 7]
+        nn = R[k, 2] // m
         gout = G[go:go + m * nn].reshape(m, nn)
         if g0 >= 0:
             b = V[v + m * kk:v + m * kk + kk * nn].reshape(kk, nn)
@@ -101,14 +105,14 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     if tape is None:
         # every root is a leaf: its gradient is the seed itself
         return _leaf_only(roots, grads, inputs, accumulate)
-    dead = tape.dead
-    if dead is not None:
+    dead = tape.dead is not None or tape.dead_upto
+    if dead:
         for r in roots:
-            if r._tape is tape and r._rec < len(dead) and dead[r._rec]:
+            if r._tape is tape and tape.is_dead(r._rec):
                 raise RuntimeError(SECOND_BACKWARD)
     if tape.epoch != inplace_epoch[0]:
         tape.check_versions()
-    R, RF, V, A = pack(tape)
+    R, V, A = pack(tape)
     # np.zeros is calloc: cheap for small arenas, lazily zeroed pages for big ones
     G = np.zeros(tape.gpos)
     reach = np.zeros(tape.gpos, np.uint8)
@@ -131,7 +135,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     for stop in (*stops, -1):
         # records k .. stop+1 in the kernel, Python records as they come
         while k > stop:
-            k = sweep(R, RF, G, V, A, reach, k, stop)
+            k = sweep(R, G, V, A, reach, k, stop)
             if k < 0:
                 break
             _python_record(tape, k, R, G, V, A, reach)
@@ -141,8 +145,10 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 if reach[h.slot]:
                     h.run_compiled(G)
         k = stop
-    if dead is not None and np.any(dead & reach[R[:len(dead), 1]]):
-        raise RuntimeError(SECOND_BACKWARD)
+    if dead:
+        mask = tape.dead_mask()
+        if np.any(mask & reach[R[:len(mask), 1]]):
+            raise RuntimeError(SECOND_BACKWARD)
     result = None
     if inputs is not None:
         result = [_grad_of(tape, x, G, reach) for x in inputs]
@@ -160,7 +166,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             if r._tape is None:
                 _accumulate(r, g)
     if retain_graph:
-        tape.packed = (tape.n, R, RF, V, A)
+        tape.packed = (tape.n, R, V, A)
     else:
         release(tape, reach, R)
     return result
@@ -174,28 +180,32 @@ def release(tape, reach, R):
     offsets into V and A: ``tape.freed`` remembers how much was dropped, and
     ``pack`` pads with zeros for it.
     """
-    # every slot reached (the usual case) means every record was used
-    used = np.ones(tape.n, np.uint8) if reach.all() else reach[R[:, 1]]
-    dead = tape.dead
-    if dead is None:
-        dead = used
-    else:
-        grown = np.zeros(len(used), np.uint8)
-        grown[:len(dead)] = dead
-        dead = grown | used
-    tape.dead = dead
     tape.released = True
     tape.packed = None
-    if dead.all():
-        tape.freed = (tape.vpos, tape.apos)
-        tape.saved = []
-        tape.attrs = []
-        # let go of the leaves too; a later use gives them fresh slots
-        for leaf, _ in tape.leaves:
-            if leaf._rec == tape.serial:
-                leaf._rec = 0
-        tape.leaves = []
-        tape.leafmap = {}
+    if np.count_nonzero(reach) == tape.n + len(tape.leaves) + tape.xslots:
+        # every slot reached (the usual case): every record was used
+        tape.dead_upto = tape.n
+        tape.dead = None
+    else:
+        mask = tape.dead_mask()
+        used = reach[R[:, 1]]
+        dead = used if mask is None else (mask | used)
+        if not dead.all():
+            tape.dead = dead
+            tape.dead_upto = 0
+            return
+        tape.dead_upto = tape.n
+        tape.dead = None
+    # every record is dead: free the buffers
+    tape.freed = (tape.vpos, tape.apos)
+    tape.saved = []
+    tape.attrs = []
+    # let go of the leaves too; a later use gives them fresh slots
+    for leaf, _ in tape.leaves:
+        if leaf._rec == tape.serial:
+            leaf._rec = 0
+    tape.leaves = []
+    tape.leafmap = {}
 
 
 def _grad_of(tape, x, G, reach):

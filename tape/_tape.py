@@ -79,7 +79,8 @@ class Tape:
     __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos',
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
-                 'dirty', 'dead', 'freed', 'hooks', 'nodes', '__weakref__')
+                 'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
+                 '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -102,7 +103,11 @@ class Tape:
         self.boxes = []         # version boxes of saved leaves/constants
         self.versions = []      # their versions when saved
         self.dirty = None       # slots of results changed in place
-        self.dead = None        # per record: 1 once a sweep without retain_graph used it
+        # records a sweep without retain_graph used are dead: all below
+        # dead_upto, plus those marked in the uint8 array dead (partial sweeps)
+        self.dead = None
+        self.dead_upto = 0
+        self.xslots = 0         # result slots beyond one per record (multi-output Functions)
         self.freed = None       # (V, A lengths) dropped when every record died
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
@@ -169,6 +174,20 @@ class Tape:
                             'been modified by an inplace operation: the tensor saved by '
                             f'{rule.node} (record {k}) was changed after it was saved.')
 
+    def dead_mask(self):
+        """uint8 per record, 1 where dead (None when nothing is)."""
+        if self.dead is None and not self.dead_upto:
+            return None
+        mask = np.zeros(self.n, np.uint8)
+        if self.dead is not None:
+            mask[:len(self.dead)] = self.dead
+        mask[:self.dead_upto] = 1
+        return mask
+
+    def is_dead(self, k):
+        return k < self.dead_upto or (self.dead is not None and k < len(self.dead)
+                                      and bool(self.dead[k]))
+
     def record(self, k):
         """Record k as a tuple of its 8 fields."""
         return _UNPACK(self.rec, k * 8 * REC)
@@ -214,7 +233,7 @@ def resolve(t):
 
 
 _KIND_CODE = {'elementwise': 0, 'sum_all': 1, 'reduce': 2, 'expand': 3, 'identity': 4,
-              'take': 5, 'python': 6, 'mm': 7}
+              'take': 5, 'python': 6, 'mm': 7, 'put': 8}
 
 
 def merge(dst, src):
@@ -230,8 +249,12 @@ def merge(dst, src):
     R[:, 1] += gs
     for col in (3, 4):
         R[:, col] = np.where(R[:, col] >= 0, R[:, col] + gs, R[:, col])
-    R[:, 5] = np.where(np.isin(kinds, (1, 2)), R[:, 5], R[:, 5] + vs)   # reductions keep a size there
-    R[:, 6] = np.where(kinds == 6, R[:, 6] + len(dst.py), R[:, 6] + as_)
+    # v: an offset into V for elementwise ops and mm (reductions keep a size there)
+    R[:, 5] = np.where(np.isin(kinds, (0, 7)), R[:, 5] + vs, R[:, 5])
+    # a: an offset into A for kinds with index maps, an index into tape.py for
+    # Python records; elementwise ops keep a constant and mm a size there
+    R[:, 6] = np.where(np.isin(kinds, (2, 3, 5, 8)), R[:, 6] + as_,
+                       np.where(kinds == 6, R[:, 6] + len(dst.py), R[:, 6]))
     dst.rec += R.tobytes()
     for p in src.py:
         p.shift(gs)
@@ -253,19 +276,22 @@ def merge(dst, src):
         dst.leafmap.setdefault(id(t), slot + gs)
         dst.leaves.append((t, slot + gs))
     dst.gpos += src.gpos
+    dst.xslots += src.xslots
     dst.boxes.extend(src.boxes)
     dst.versions.extend(src.versions)
     dst.epoch = min(dst.epoch, src.epoch)
     if src.dirty:
         dst.dirty = (dst.dirty or []) + [(s + gs, at + rs) for s, at in src.dirty]
     dst.released = dst.released or src.released
-    if dst.dead is not None or src.dead is not None:
+    dm, sm = dst.dead_mask(), src.dead_mask()
+    if dm is not None or sm is not None:
         dead = np.zeros(dst.n, np.uint8)
-        if dst.dead is not None:
-            dead[:len(dst.dead)] = dst.dead
-        if src.dead is not None:
-            dead[rs:rs + len(src.dead)] = src.dead
+        if dm is not None:
+            dead[:len(dm)] = dm
+        if sm is not None:
+            dead[rs:rs + len(sm)] = sm
         dst.dead = dead
+        dst.dead_upto = 0
     dst.packed = None
     src.nodes = None
     src.alias = dst

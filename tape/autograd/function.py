@@ -277,6 +277,7 @@ class Function(metaclass=_FunctionMeta):
             out_shapes.append(o._data.shape)
             out_dtypes.append(o._data.dtype)
         rec.out_slots, rec.out_shapes, rec.out_dtypes = out_slots, out_shapes, out_dtypes
+        tape.xslots += sum(1 for s in out_slots if s >= 0) - 1
         first = next((s for s in out_slots if s >= 0), tape.gpos)
         tape.rec += PACK(_PYTHON_OP, first, 0, -1, -1, 0, len(tape.py), 0)
         tape.py.append(rec)
