@@ -9,9 +9,10 @@ import math
 import numpy as np
 from numba import njit
 
-from compiler.kernels import ge_half, pow_grad, sigmoid, sign, step, xlogy_safe  # noqa: F401
+from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
-PYTHON_OP = 41
+PYTHON_OP = 95
+BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
 # NumPy's BLAS beats a plain loop.
@@ -35,7 +36,9 @@ def _broadcast_index(i, A, ax):
     return j
 
 
-@njit(cache=True)
+# error_model='numpy': x / 0 is inf or NaN, as in NumPy and PyTorch; Numba's
+# default ('python') raises ZeroDivisionError in the middle of a sweep.
+@njit(cache=True, error_model='numpy')
 def sweep(R, G, V, A, reach, start, stop):
     """Replay records start, start-1, ..., stop+1; return the index of a record
     that needs Python (a custom Function, a hook, a large matrix product), or
@@ -45,7 +48,7 @@ def sweep(R, G, V, A, reach, start, stop):
     RF = R.view(np.float64)
     for k in range(start, stop, -1):
         op = R[k, 0]
-        if op == PYTHON_OP:
+        if op == PYTHON_OP or op >= BIG_FLAG:
             return k
         go = R[k, 1]
         if reach[go] == 0:
@@ -133,7 +136,51 @@ def sweep(R, G, V, A, reach, start, stop):
             if g1 >= 0:
                 for i in range(n):
                     G[g1 + i] += G[go + i] * ge_half(V[v + i], V[v + 1 * n + i])
-        elif op == 7:  # add_scalar
+        elif op == 7:  # atan2
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * V[v + 1 * n + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
+            if g1 >= 0:
+                for i in range(n):
+                    G[g1 + i] += -G[go + i] * V[v + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
+        elif op == 8:  # remainder
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i]
+            if g1 >= 0:
+                for i in range(n):
+                    G[g1 + i] += -G[go + i] * floor(V[v + i] / V[v + 1 * n + i])
+        elif op == 9:  # fmod
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i]
+            if g1 >= 0:
+                for i in range(n):
+                    G[g1 + i] += -G[go + i] * trunc(V[v + i] / V[v + 1 * n + i])
+        elif op == 10:  # binary_cross_entropy
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * (V[v + i] - V[v + 1 * n + i]) / where_pos(V[v + i] * (1.0 - V[v + i]) - 1e-12, V[v + i] * (1.0 - V[v + i]), 1e-12)
+            if g1 >= 0:
+                for i in range(n):
+                    G[g1 + i] += G[go + i] * (where_pos(math.log(1.0 - V[v + i]) + 100.0, math.log(1.0 - V[v + i]), -100.0) - where_pos(math.log(V[v + i]) + 100.0, math.log(V[v + i]), -100.0))
+        elif op == 11:  # add_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -142,7 +189,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i]
-        elif op == 8:  # sub_scalar
+        elif op == 12:  # sub_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -151,7 +198,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i]
-        elif op == 9:  # rsub_scalar
+        elif op == 13:  # rsub_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -160,7 +207,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += -G[go + i]
-        elif op == 10:  # mul_scalar
+        elif op == 14:  # mul_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -169,7 +216,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * c
-        elif op == 11:  # div_scalar
+        elif op == 15:  # div_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -178,7 +225,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] / c
-        elif op == 12:  # rdiv_scalar
+        elif op == 16:  # rdiv_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -187,7 +234,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += -G[go + i] * V[v + 1 * n + i] / V[v + i]
-        elif op == 13:  # pow_scalar
+        elif op == 17:  # pow_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -196,7 +243,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * pow_grad(V[v + i], c)
-        elif op == 14:  # rpow_scalar
+        elif op == 18:  # rpow_scalar
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -205,7 +252,25 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * V[v + i] * math.log(c)
-        elif op == 15:  # neg
+        elif op == 19:  # remainder_scalar
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i]
+        elif op == 20:  # fmod_scalar
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i]
+        elif op == 21:  # neg
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -213,7 +278,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += -G[go + i]
-        elif op == 16:  # exp
+        elif op == 22:  # exp
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -221,7 +286,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * V[v + i]
-        elif op == 17:  # log
+        elif op == 23:  # log
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -229,7 +294,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] / V[v + i]
-        elif op == 18:  # sqrt
+        elif op == 24:  # sqrt
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -237,7 +302,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] / (2.0 * V[v + i])
-        elif op == 19:  # sin
+        elif op == 25:  # sin
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -245,7 +310,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * math.cos(V[v + i])
-        elif op == 20:  # cos
+        elif op == 26:  # cos
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -253,7 +318,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += -G[go + i] * math.sin(V[v + i])
-        elif op == 21:  # tanh
+        elif op == 27:  # tanh
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -261,7 +326,7 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * (1.0 - V[v + i] * V[v + i])
-        elif op == 22:  # sigmoid
+        elif op == 28:  # sigmoid
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -269,15 +334,15 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * V[v + i] * (1.0 - V[v + i])
-        elif op == 23:  # relu
+        elif op == 29:  # relu
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             if g0 >= 0:
                 for i in range(n):
-                    G[g0 + i] += G[go + i] * step(V[v + i])
-        elif op == 24:  # abs
+                    G[g0 + i] += G[go + i] * (1.0 - ge(0.0, V[v + i]))
+        elif op == 30:  # abs
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -285,7 +350,253 @@ def sweep(R, G, V, A, reach, start, stop):
             if g0 >= 0:
                 for i in range(n):
                     G[g0 + i] += G[go + i] * sign(V[v + i])
-        elif op == 25:  # sum
+        elif op == 31:  # rsqrt
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += -0.5 * G[go + i] * V[v + i] * V[v + i] * V[v + i]
+        elif op == 32:  # exp2
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * V[v + i] * 0.6931471805599453
+        elif op == 33:  # expm1
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * (V[v + i] + 1.0)
+        elif op == 34:  # log2
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] / (V[v + i] * 0.6931471805599453)
+        elif op == 35:  # log10
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] / (V[v + i] * 2.302585092994046)
+        elif op == 36:  # log1p
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] / (V[v + i] + 1.0)
+        elif op == 37:  # tan
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * (1.0 + V[v + i] * V[v + i])
+        elif op == 38:  # asin
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
+        elif op == 39:  # acos
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += -G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
+        elif op == 40:  # atan
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] / (1.0 + V[v + i] * V[v + i])
+        elif op == 41:  # sinh
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * cosh(V[v + i])
+        elif op == 42:  # cosh
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * sinh(V[v + i])
+        elif op == 43:  # erf
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * 1.1283791670955126 * math.exp(-V[v + i] * V[v + i])
+        elif op == 44:  # reciprocal
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += -G[go + i] * V[v + i] * V[v + i]
+        elif op == 45:  # silu
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * sigmoid(V[v + i]) * (1.0 + V[v + i] * (1.0 - sigmoid(V[v + i])))
+        elif op == 46:  # gelu
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * (0.5 * (1.0 + erf(V[v + i] * 0.7071067811865476)) + V[v + i] * 0.3989422804014327 * math.exp(-0.5 * V[v + i] * V[v + i]))
+        elif op == 47:  # gelu_tanh
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * (0.5 * (1.0 + math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) + 0.5 * V[v + i] * (1.0 - math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i])) * math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) * 0.7978845608028654 * (1.0 + 0.134145 * V[v + i] * V[v + i]))
+        elif op == 48:  # leaky_relu
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, c)
+        elif op == 49:  # elu
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, V[v + 1 * n + i] + c)
+        elif op == 50:  # softplus
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * where_pos(eq(V[v + 1 * n + i], V[v + i]), 1.0, sigmoid(V[v + i] * c))
+        elif op == 51:  # sign
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += zero(G[go + i])
+        elif op == 52:  # floor
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += zero(G[go + i])
+        elif op == 53:  # ceil
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += zero(G[go + i])
+        elif op == 54:  # round
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += zero(G[go + i])
+        elif op == 55:  # round_decimals
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += zero(G[go + i])
+        elif op == 56:  # trunc
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += zero(G[go + i])
+        elif op == 57:  # clamp
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * c * eq(V[v + 1 * n + i], V[v + i])
+        elif op == 58:  # norm_root
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * c * V[v + 1 * n + i] * inv0(V[v + i])
+        elif op == 59:  # std_root
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * 0.5 * inv0(V[v + i])
+        elif op == 60:  # var_scale
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            if g0 >= 0:
+                for i in range(n):
+                    G[g0 + i] += G[go + i] * c
+        elif op == 61:  # sum
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -294,7 +605,7 @@ def sweep(R, G, V, A, reach, start, stop):
             gout = G[go] * c
             for i in range(v):
                 G[g0 + i] += gout
-        elif op == 26:  # mean
+        elif op == 62:  # mean
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -303,7 +614,7 @@ def sweep(R, G, V, A, reach, start, stop):
             gout = G[go] * c
             for i in range(v):
                 G[g0 + i] += gout
-        elif op == 27:  # sum_dim
+        elif op == 63:  # sum_dim
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -311,7 +622,7 @@ def sweep(R, G, V, A, reach, start, stop):
             c = RF[k, 7]
             for i in range(v):
                 G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]
-        elif op == 28:  # mean_dim
+        elif op == 64:  # mean_dim
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -319,7 +630,7 @@ def sweep(R, G, V, A, reach, start, stop):
             c = RF[k, 7]
             for i in range(v):
                 G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]
-        elif op == 29:  # expand
+        elif op == 65:  # expand
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -332,7 +643,7 @@ def sweep(R, G, V, A, reach, start, stop):
             else:
                 for i in range(n):
                     G[g0 + _broadcast_index(i, A, ax)] += G[go + i]
-        elif op == 30:  # broadcast
+        elif op == 66:  # broadcast
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -345,70 +656,70 @@ def sweep(R, G, V, A, reach, start, stop):
             else:
                 for i in range(n):
                     G[g0 + _broadcast_index(i, A, ax)] += G[go + i]
-        elif op == 31:  # view
+        elif op == 67:  # view
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + i] += G[go + i]
-        elif op == 32:  # reshape
+        elif op == 68:  # reshape
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + i] += G[go + i]
-        elif op == 33:  # index
+        elif op == 69:  # index
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 34:  # slice
+        elif op == 70:  # slice
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 35:  # select
+        elif op == 71:  # select
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 36:  # t
+        elif op == 72:  # t
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 37:  # transpose
+        elif op == 73:  # transpose
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 38:  # permute
+        elif op == 74:  # permute
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(n):
                 G[g0 + A[ax + i]] += G[go + i]
-        elif op == 39:  # put
+        elif op == 75:  # put
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
                 reach[g1] = 1
             for i in range(x):
                 G[g0 + i] += G[go + A[ax + i]]
-        elif op == 40:  # mm
+        elif op == 76:  # mm
             if g0 >= 0:
                 reach[g0] = 1
             if g1 >= 0:
@@ -433,4 +744,198 @@ def sweep(R, G, V, A, reach, start, stop):
                         for r in range(m):
                             acc += V[v + r * kk + q] * G[go + r * nn + j]
                         G[g1 + q * nn + j] += acc
+        elif op == 77:  # where
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                if A[ax + i] != 0:
+                    if g0 >= 0:
+                        G[g0 + i] += G[go + i]
+                elif g1 >= 0:
+                    G[g1 + i] += G[go + i]
+        elif op == 78:  # masked_fill
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                if A[ax + i] != 0:
+                    if g0 >= 0:
+                        G[g0 + i] += G[go + i]
+                elif g1 >= 0:
+                    G[g1 + i] += G[go + i]
+        elif op == 79:  # cumsum
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            ln = ax
+            inner = x
+            outer = n // (ln * inner) if n > 0 else 0
+            for o in range(outer):
+                for q in range(inner):
+                    base = o * ln * inner + q
+                    acc = 0.0
+                    for j in range(ln - 1, -1, -1):
+                        p = base + j * inner
+                        acc += G[go + p]
+                        G[g0 + p] += acc
+        elif op == 80:  # cumprod
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            ln = ax
+            inner = x
+            outer = n // (ln * inner) if n > 0 else 0
+            for o in range(outer):
+                for q in range(inner):
+                    base = o * ln * inner + q
+                    z = ln
+                    for j in range(ln):
+                        if V[v + base + j * inner] == 0.0:
+                            z = j
+                            break
+                    acc = 0.0
+                    for j in range(z - 1, -1, -1):
+                        p = base + j * inner
+                        acc += G[go + p] * V[v + n + p]
+                        G[g0 + p] += acc / V[v + p]
+                    if z < ln:
+                        run = 1.0 if z == 0 else V[v + n + base + (z - 1) * inner]
+                        acc = 0.0
+                        for j in range(z, ln):
+                            p = base + j * inner
+                            if j > z:
+                                run *= V[v + p]
+                            acc += G[go + p] * run
+                        G[g0 + base + z * inner] += acc
+        elif op == 81:  # bmm
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            m = ax
+            kk = x >> 32
+            nn = x & 0xFFFFFFFF
+            bb = n // (m * nn) if n > 0 else 0
+            vb = v + bb * m * kk
+            for s in range(bb):
+                oa = s * m * kk
+                ob = s * kk * nn
+                oo = s * m * nn
+                if g0 >= 0:
+                    for r in range(m):
+                        for q in range(kk):
+                            acc = 0.0
+                            for j in range(nn):
+                                acc += G[go + oo + r * nn + j] * V[vb + ob + q * nn + j]
+                            G[g0 + oa + r * kk + q] += acc
+                if g1 >= 0:
+                    for r in range(m):
+                        for q in range(kk):
+                            arq = V[v + oa + r * kk + q]
+                            for j in range(nn):
+                                G[g1 + ob + q * nn + j] += arq * G[go + oo + r * nn + j]
+        elif op == 82:  # gather
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 83:  # index_select
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 84:  # flip
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 85:  # repeat
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 86:  # split
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 87:  # max_dim
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 88:  # min_dim
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 89:  # prod
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 90:  # prod_dim
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 91:  # squeeze
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 92:  # unsqueeze
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 93:  # scatter
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                if A[ax + i] != 0:
+                    if g0 >= 0:
+                        G[g0 + i] += G[go + i]
+                elif g1 >= 0:
+                    G[g1 + i] += G[go + i]
+        elif op == 94:  # setitem
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                if A[ax + i] != 0:
+                    if g0 >= 0:
+                        G[g0 + i] += G[go + i]
+                elif g1 >= 0:
+                    G[g1 + i] += G[go + i]
     return -1

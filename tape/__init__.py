@@ -14,6 +14,8 @@ Layout: ``_tensor`` (the Tensor), ``_tape`` (the record format), ``_rules``
 ``_sweep`` (the backward driver), ``compiler/`` (the Numba kernels),
 ``autograd`` (the public autograd namespace).
 """
+import builtins  # tape.all/any/max/min/round shadow the builtins in this module
+
 import numpy as np
 
 from . import _ops
@@ -36,7 +38,7 @@ double = float64
 long = int64
 half = float16
 
-_default_dtype = [float32]
+from ._dtypes import default_dtype as _default_dtype  # noqa: E402  (shared with the ops)
 _rng = [np.random.default_rng()]
 
 
@@ -69,7 +71,8 @@ def _infer(data):
         return np.array(data._data, copy=True)
     if isinstance(data, np.ndarray):
         return np.array(data, copy=True)
-    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+    if isinstance(data, (list, tuple)) and builtins.any(isinstance(x, Tensor)
+                                                         for x in _flat(data)):
         data = _tolist(data)
     arr = np.array(data)
     if arr.dtype == np.float64 and not isinstance(data, np.floating):
@@ -187,7 +190,7 @@ def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=N
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
     if end is None:
         start, end = 0, start
-    ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    ints = builtins.all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     arr = np.arange(start, end, step)
     if dtype is None:
         dtype = int64 if ints else _default_dtype[0]
@@ -373,3 +376,133 @@ def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
 
 _bind()
 del _bind
+
+# ------------------------------------------------- the wider op set (issue 3)
+from . import _elementwise as _ew  # noqa: E402
+from . import _indexing as _ix  # noqa: E402
+from . import _linalg as _la  # noqa: E402
+from . import _reductions as _red  # noqa: E402
+from . import _shapes as _sh  # noqa: E402
+from . import linalg, nn  # noqa: E402,F401
+
+rsqrt, exp2, expm1, log2, log10, log1p = _ew.rsqrt, _ew.exp2, _ew.expm1, _ew.log2, _ew.log10, _ew.log1p
+tan, asin, acos, atan, sinh, cosh = _ew.tan, _ew.asin, _ew.acos, _ew.atan, _ew.sinh, _ew.cosh
+arcsin, arccos, arctan = asin, acos, atan
+erf, reciprocal, sign, floor, ceil, trunc = _ew.erf, _ew.reciprocal, _ew.sign, _ew.floor, _ew.ceil, _ew.trunc
+round, square, silu = _ew.round, _ew.square, _ew.silu  # noqa: A001
+clamp, clip, clamp_min, clamp_max = _ew.clamp, _ew.clamp, _ew.clamp_min, _ew.clamp_max
+atan2 = arctan2 = _ew.atan2
+remainder, fmod = _ew.remainder, _ew.fmod
+where, masked_fill, nonzero = _ew.where, _ew.masked_fill, _ew.nonzero
+eq, ne, lt, le, gt, ge = _ew.eq, _ew.ne, _ew.lt, _ew.le, _ew.gt, _ew.ge
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+logical_and, logical_or, logical_xor, logical_not = (
+    _ew.logical_and, _ew.logical_or, _ew.logical_xor, _ew.logical_not)
+isnan, isinf, isfinite, isclose, allclose, equal = (
+    _ew.isnan, _ew.isinf, _ew.isfinite, _ew.isclose, _ew.allclose, _ew.equal)
+prod, cumsum, cumprod, logsumexp = _red.prod, _red.cumsum, _red.cumprod, _red.logsumexp
+max, min, amax, amin, argmax, argmin = (  # noqa: A001
+    _red.max, _red.min, _red.amax, _red.amin, _red.argmax, _red.argmin)
+var, std, var_mean, std_mean, norm = _red.var, _red.std, _red.var_mean, _red.std_mean, _red.norm
+all, any, count_nonzero = _red.all, _red.any, _red.count_nonzero  # noqa: A001
+flatten, unflatten, squeeze, unsqueeze = _sh.flatten, _sh.unflatten, _sh.squeeze, _sh.unsqueeze
+movedim = moveaxis = _sh.movedim
+swapaxes = swapdims = _sh.swapaxes
+tile, flip, fliplr, flipud, narrow = _sh.tile, _sh.flip, _sh.fliplr, _sh.flipud, _sh.narrow
+split, chunk, unbind = _sh.split, _sh.chunk, _sh.unbind
+cat = concat = concatenate = _sh.cat
+stack, hstack, vstack = _sh.stack, _sh.hstack, _sh.vstack
+gather, scatter, scatter_add, index_select = _ix.gather, _ix.scatter, _ix.scatter_add, _ix.index_select
+masked_select, take = _ix.masked_select, _ix.take
+bmm, matmul, dot, mv, outer, ger, einsum = (
+    _la.bmm, _la.matmul, _la.dot, _la.mv, _la.outer, _la.outer, _la.einsum)
+inner = _la.dot
+softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax
+
+
+def repeat_interleave(a, repeats, dim=None):
+    """Repeat each element ``repeats`` times (an int), along ``dim`` (flattened if None)."""
+    if dim is None:
+        a, dim = _ops.reshape(a, -1), 0
+    d = a._data
+    dim = dim % builtins.max(d.ndim, 1)
+    idx = np.repeat(np.arange(d.shape[dim]), int(repeats))
+    return _ix.index_select(a, dim, idx)
+
+
+def floor_divide(a, b):
+    """``a // b`` rounded toward minus infinity (not differentiable, as in PyTorch)."""
+    ad = a._data if isinstance(a, Tensor) else a
+    bd = b._data if isinstance(b, Tensor) else b
+    return _leaf(np.floor_divide(ad, bd))
+
+
+class Generator:
+    """A random generator for ``dropout(generator=...)`` (``torch.Generator``'s seeding)."""
+
+    def __init__(self, device='cpu'):
+        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed):
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+
+def _inplace_via_copy(fn):
+    # x.op_(...): the out-of-place result copied into x (recorded like copy_)
+    def f(a, *args, **kw):
+        return _ops.inplace(a, 'copy', fn(a, *args, **kw))
+    f.__name__ = fn.__name__ + '_'
+    return f
+
+
+def _bind_more():
+    T = Tensor
+    for name in ('rsqrt', 'exp2', 'expm1', 'log2', 'log10', 'log1p', 'tan', 'asin', 'acos',
+                 'atan', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'erf', 'reciprocal',
+                 'sign', 'floor', 'ceil', 'trunc', 'round', 'square', 'clamp', 'clip',
+                 'clamp_min', 'clamp_max', 'atan2', 'arctan2', 'remainder', 'fmod',
+                 'masked_fill', 'nonzero', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'greater',
+                 'greater_equal', 'less', 'less_equal', 'not_equal', 'logical_and',
+                 'logical_or', 'logical_xor', 'logical_not', 'isnan', 'isinf', 'isfinite',
+                 'isclose', 'allclose', 'equal', 'prod', 'cumsum', 'cumprod', 'logsumexp',
+                 'max', 'min', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'norm', 'all',
+                 'any', 'count_nonzero', 'flatten', 'unflatten', 'squeeze', 'unsqueeze',
+                 'movedim', 'moveaxis', 'swapaxes', 'swapdims', 'narrow', 'split', 'chunk',
+                 'unbind', 'fliplr', 'flipud', 'gather', 'scatter', 'scatter_add',
+                 'index_select', 'masked_select', 'take', 'bmm', 'matmul', 'dot', 'mv',
+                 'outer', 'ger', 'inner', 'softmax', 'log_softmax', 'repeat_interleave',
+                 'floor_divide'):
+        setattr(T, name, globals()[name])
+    T.silu = _ew.silu
+    T.repeat = _sh.repeat
+    T.tile = lambda a, *dims: _sh.tile(a, dims[0] if len(dims) == 1 else dims)
+    T.flip = lambda a, *dims: _sh.flip(a, dims[0] if len(dims) == 1 else dims)
+    T.where = lambda a, condition, other: _ew.where(condition, a, other)
+    T.contiguous = lambda a, memory_format=None: a
+    T.__matmul__ = _la.matmul
+    T.__rmatmul__ = lambda a, b: _la.matmul(_ops._const(b, a), a)
+    T.__eq__, T.__ne__, T.__lt__ = _ew.eq, _ew.ne, _ew.lt
+    T.__le__, T.__gt__, T.__ge__ = _ew.le, _ew.gt, _ew.ge
+    T.__mod__, T.__rmod__ = _ew.remainder, _ew.rremainder
+    T.__floordiv__ = floor_divide
+    T.__rfloordiv__ = lambda a, b: floor_divide(b, a)
+    T.__and__ = T.__rand__ = _ew.bitwise_and
+    T.__or__ = T.__ror__ = _ew.bitwise_or
+    T.__xor__ = T.__rxor__ = _ew.bitwise_xor
+    T.__invert__ = _ew.bitwise_not
+    T.__setitem__ = _ix.setitem
+    T.__hash__ = lambda a: id(a)       # defining __eq__ again must not drop hashing
+    T.masked_fill_ = _inplace_via_copy(_ew.masked_fill)
+    T.clamp_ = T.clip_ = _inplace_via_copy(_ew.clamp)
+    T.scatter_ = _inplace_via_copy(_ix.scatter)
+    T.scatter_add_ = _inplace_via_copy(_ix.scatter_add)
+
+
+_bind_more()
+del _bind_more

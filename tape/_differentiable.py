@@ -12,9 +12,16 @@ Elementwise rules evaluate the very formula text that ``compiler/codegen.py``
 turns into the Numba kernel (``tape/_rules.py``); the helper functions those
 formulas call are defined here for Tensors.
 """
+import math
+
 import numpy as np
 
+from . import _elementwise as _ew
+from . import _linalg
 from . import _ops
+from . import _reductions as _red
+from . import _shapes as _shape
+from ._big import BIG_FLAG
 from ._rules import OP, RULES
 from ._tape import REC, resolve
 from ._tensor import Tensor, _leaf, _TNEW
@@ -65,11 +72,60 @@ def _abs(x):
     return _ops.abs_(x)
 
 
+def _piecewise_const(npf):
+    # floor/trunc/ge/eq have zero derivative: their Tensor form is a constant
+    def f(*args):
+        like = next((x for x in args if isinstance(x, Tensor)), None)
+        values = npf(*(_data(x) for x in args))
+        return float(values) if like is None else _const_like(like, values)
+    return f
+
+
+def _where_pos(cond, x, y):
+    if not isinstance(cond, Tensor):
+        return x if cond > 0 else y
+    dt = np.result_type(cond._data, np.float32)       # constants keep the values' precision
+    x = x if isinstance(x, Tensor) else _leaf(np.asarray(x, dt))
+    y = y if isinstance(y, Tensor) else _leaf(np.asarray(y, dt))
+    return _ew.where(_data(cond) > 0, x, y)
+
+
+def _scalar_ok(tensor_fn, math_fn):
+    # a formula may apply a function to a constant (log(c)): compute it in float64
+    def f(x, *rest):
+        if isinstance(x, Tensor) or rest:
+            return tensor_fn(x, *rest)
+        return math_fn(float(x))
+    return f
+
+
+def _inv0(x):
+    if not isinstance(x, Tensor):
+        return 1.0 / x if x != 0 else 0.0
+    zero = _data(x) == 0
+    if not np.any(zero):
+        return _ew.reciprocal(x)
+    safe = _ops.add(x, _const_like(x, zero.astype(np.float64)))     # 1/1 where masked
+    return _ops.mul(_ew.reciprocal(safe), _const_like(x, (~zero).astype(np.float64)))
+
+
+def _zero(x):
+    return _const_like(x, np.zeros(np.shape(_data(x)))) if isinstance(x, Tensor) else 0.0
+
+
 FORMULA_NAMESPACE = {
-    'exp': _ops.exp, 'log': _ops.log, 'sqrt': _ops.sqrt, 'sin': _ops.sin, 'cos': _ops.cos,
-    'tanh': _ops.tanh, 'sigmoid': _ops.sigmoid, 'abs': _abs, 'pow': _ops.pow_,
+    'exp': _scalar_ok(_ops.exp, math.exp), 'log': _scalar_ok(_ops.log, math.log),
+    'sqrt': _scalar_ok(_ops.sqrt, math.sqrt), 'sin': _scalar_ok(_ops.sin, math.sin),
+    'cos': _scalar_ok(_ops.cos, math.cos), 'tanh': _scalar_ok(_ops.tanh, math.tanh),
+    'sigmoid': _ops.sigmoid, 'abs': _abs, 'pow': _ops.pow_,
     'step': _step, 'sign': _sign, 'ge_half': _ge_half, 'pow_grad': _pow_grad,
     'xlogy_safe': _xlogy_safe,
+    'sinh': _scalar_ok(_ew.sinh, math.sinh), 'cosh': _scalar_ok(_ew.cosh, math.cosh),
+    'erf': _scalar_ok(_ew.erf, math.erf),
+    'floor': _piecewise_const(np.floor), 'trunc': _piecewise_const(np.trunc),
+    'ge': _piecewise_const(lambda x, y: (np.asarray(x) >= y).astype(np.float64)),
+    'eq': _piecewise_const(lambda x, y: (np.asarray(x) == y).astype(np.float64)),
+    'where_pos': _where_pos, 'inv0': _inv0, 'zero': _zero,
 }
 _COMPILED = {}
 
@@ -206,6 +262,11 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
     g = acc.get(go)
     if g is None:
         return
+    if op & BIG_FLAG:
+        # a big record keeps its saved arrays and index maps in tape.big;
+        # lay them out as a small record's V and A would hold them
+        op &= ~BIG_FLAG
+        V, A, v, ax = _big_as_small(tape.big[v], RULES[op], ax)
     rule = RULES[op]
     kind = rule.kind
     if kind == 'python':
@@ -271,8 +332,77 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
             ha = _handle(tape, g0, V[v:v + m * kk], leaf_of)
             _add(acc, g1, _ops.reshape(_ops.mm(_ops.t(_ops.reshape(ha, m, kk)), g2), -1))
         return
+    if kind == 'where':
+        mask = A[ax:ax + n] != 0
+        if g0 >= 0:
+            _add(acc, g0, _ew.where(mask, g, 0.0))
+        if g1 >= 0:
+            _add(acc, g1, _ew.where(mask, 0.0, g))
+        return
+    if kind in ('cumsum', 'cumprod'):
+        ln, inner = ax, x
+        outer = n // (ln * inner) if n else 0
+        g3 = _ops.reshape(g, outer, ln, inner)
+        if kind == 'cumsum':       # a reversed cumsum along the axis
+            _add(acc, g0, _ops.reshape(_shape.flip(_red.cumsum(_shape.flip(g3, 1), 1), 1), -1))
+        else:
+            _add(acc, g0, _cumprod_vjp(_handle(tape, g0, V[v:v + n], leaf_of), g3,
+                                       outer, ln, inner))
+        return
+    if kind == 'bmm':
+        m, kk, nn = ax, x >> 32, x & 0xFFFFFFFF
+        bb = n // (m * nn) if n else 0
+        g3 = _ops.reshape(g, bb, m, nn)
+        sa, sb = bb * m * kk, bb * kk * nn
+        if g0 >= 0:
+            hb = _ops.reshape(_handle(tape, g1, V[v + sa:v + sa + sb], leaf_of), bb, kk, nn)
+            _add(acc, g0, _ops.reshape(_linalg.bmm(g3, _ops.transpose(hb, 1, 2)), -1))
+        if g1 >= 0:
+            ha = _ops.reshape(_handle(tape, g0, V[v:v + sa], leaf_of), bb, m, kk)
+            _add(acc, g1, _ops.reshape(_linalg.bmm(_ops.transpose(ha, 1, 2), g3), -1))
+        return
     raise NotImplementedError(f'create_graph: no differentiable rule for kind {kind!r} '
                               f'({rule.name})')
+
+
+def _big_as_small(meta, rule, ax):
+    """(V, A, v, ax) equivalents of a big record's saved values and attributes."""
+    kind = rule.kind
+    if kind == 'elementwise':
+        parts = [np.ravel(np.broadcast_to(meta.saved[name], meta.out_shape))
+                 for name in rule.saves]
+        return (np.concatenate(parts) if parts else np.zeros(0)), None, 0, 0
+    if kind == 'mm':          # ax holds m
+        return np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])]), None, 0, ax
+    if kind in ('take', 'put'):
+        return None, np.asarray(meta.attrs, np.int64), 0, 0
+    in_shape = tuple(meta.in_shapes[0])
+    if kind == 'sum_all':
+        return None, None, int(np.prod(in_shape)), 0
+    if kind == 'reduce':
+        big, small = in_shape, tuple(meta.attrs)
+    elif kind == 'expand':
+        big, small = tuple(meta.out_shape), in_shape
+    else:
+        return None, None, 0, 0
+    from ._ops import _broadcast_attrs
+    A = _broadcast_attrs(big, small)
+    return None, A, int(np.prod(in_shape)) if kind == 'reduce' else 0, 0
+
+
+def _cumprod_vjp(xflat, g3, outer, ln, inner):
+    """d/dx of cumprod, written with ops so it can be differentiated again.
+
+    grad_x[i] = sum_{j >= i} g[j] * P[i, j] with P[i, j] = prod_{k <= j, k != i} x[k]:
+    P is a cumprod along j of x with x[i] replaced by 1 in row i.  No division,
+    so zeros need no special case; O(L^2) memory, which only create_graph pays.
+    """
+    x4 = _ops.reshape(xflat, outer, 1, ln, inner)
+    eye = np.eye(ln, dtype=bool)[None, :, :, None]
+    p = _red.cumprod(_ew.where(eye, 1.0, x4), 2)
+    upper = np.triu(np.ones((ln, ln), dtype=bool))[None, :, :, None]      # j >= i
+    w = _ew.where(upper, _ops.mul(p, _ops.reshape(g3, outer, 1, ln, inner)), 0.0)
+    return _ops.reshape(_ops.sum_(w, 2), -1)
 
 
 def _broadcast_map(A, ax, count):

@@ -9,7 +9,8 @@ import weakref
 
 import numpy as np
 
-from ._rules import OP, RULES
+from ._big import BIG_FLAG
+from ._rules import OP, RULES, TWO_INPUT_KINDS
 from ._tape import resolve
 
 _BROADCAST = OP['broadcast']
@@ -48,7 +49,7 @@ class Node:
             if op in _SCALAR_SECOND:
                 slots.append(-1)
             return slots
-        if rule.kind == 'mm':
+        if rule.kind in TWO_INPUT_KINDS:
             return [g0, g1]
         return [g0]
 
@@ -134,7 +135,7 @@ def _producer(tape, slot):
     k = _record_of_slot(tape, outs, slot)
     if k is None:
         return (None, 0)
-    op = int(outs[k, 0])
+    op = int(outs[k, 0]) & ~BIG_FLAG
     if op == _BROADCAST:        # implicit broadcasting: PyTorch shows the input itself
         return _producer(tape, int(outs[k, 3]))
     index = 0
@@ -145,7 +146,7 @@ def _producer(tape, slot):
 
 def _record_of_slot(tape, R, slot):
     for k in range(len(R) - 1, -1, -1):
-        op = int(R[k, 0])
+        op = int(R[k, 0]) & ~BIG_FLAG
         if op == _PYTHON:
             if slot in tape.py[int(R[k, 6])].out_slots:
                 return k

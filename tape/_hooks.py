@@ -63,12 +63,12 @@ class SlotHooks:
         self.fns = []
         self.retain = None       # weakref to the tensor whose .grad to fill
 
-    def run_compiled(self, G):
+    def run_compiled(self, grads):
         s = self.slot
-        g = _leaf(G[s:s + self.size].reshape(self.shape).astype(self.dtype))
+        g = _leaf(grads.get(s, self.size, self.shape).astype(self.dtype))
         new = _apply(self.fns, g, self.shape, 'a non-leaf tensor')
         if new is not g:
-            G[s:s + self.size] = np.ravel(new._data)
+            grads.set(s, self.size, new._data)
         self._retain(new, copy=True)
 
     def run_differentiable(self, g_flat):

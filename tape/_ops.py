@@ -10,8 +10,10 @@ import operator
 
 import numpy as np
 
+from . import _dtypes
 from . import _tape as _tp
 from ._rules import OP, RULES
+from ._big import BIG, BIG_FLAG, BigRecord
 from ._tape import PACK as _PACK, PACK_C as _PACK_C, grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW, DTYPE_NAMES
 
@@ -135,12 +137,49 @@ _OP_BROADCAST = OP['broadcast']
 
 def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
     """Record an implicit broadcast of slot; return the slot of the expanded copy."""
+    if size_big >= BIG:
+        out = tape.gpos
+        meta = BigRecord({}, np.empty(0), ())
+        meta.out_shape = tuple(big_shape)
+        meta.in_shapes = [tuple(small_shape)]
+        meta.in_dtypes = [None]
+        tape.big.append(meta)
+        tape.gpos = out + size_big
+        tape.rec += _PACK(_OP_BROADCAST | BIG_FLAG, out, size_big, slot, -1, len(tape.big) - 1,
+                          0, size_small)
+        tape.n += 1
+        return out
     out = tape.gpos
     tape.gpos = out + size_big
     ax = 0 if size_small == 1 else tape.add_attrs(_broadcast_attrs(big_shape, small_shape))
     tape.rec += _PACK(_OP_BROADCAST, out, size_big, slot, -1, 0, ax, size_small)
     tape.n += 1
     return out
+
+
+def _big_record(tape, op, out, n, g0, g1, meta, ax=0, x=0, const=None):
+    """Append a big record (see tape/_big.py): saved arrays stay in ``meta``."""
+    slot = tape.gpos
+    tape.gpos = slot + n
+    tape.big.append(meta)
+    v = len(tape.big) - 1
+    if const is None:
+        tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, g1, v, ax, x)
+    else:
+        tape.rec += _PACK_C(op | BIG_FLAG, slot, n, g0, g1, v, ax, const)
+    return _result(out, tape, slot)
+
+
+def _saved_dict(op, a, b, out):
+    sv = _SAVES[op]
+    d = {}
+    if sv & 1:
+        d['a'] = a
+    if sv & 2:
+        d['b'] = b
+    if sv & 4:
+        d['out'] = out
+    return d
 
 
 # ------------------------------------------------------ record helpers
@@ -161,6 +200,12 @@ def _record_binary(op, a, b, out):
         if g1 >= 0:
             g1 = _expand_slot(tape, g1, bd.shape, shape, bd.size, n)
         bd = np.broadcast_to(bd, shape)
+    if n >= BIG:
+        for t in (a, b):
+            if t._tape is None and not t._rg and _SAVES[op] & 3:
+                tape.save_box(t)
+        return _big_record(tape, op, out, n, g0, g1,
+                           BigRecord(_saved_dict(op, ad, bd, out), out, (ad, bd)))
     slot = tape.gpos
     tape.gpos = slot + n
     v = tape.vpos
@@ -196,6 +241,12 @@ def _record_unary(op, a, out, const=None):
             tape = resolve(a)
         g0 = a._goff
     n = out.size
+    if n >= BIG:
+        if a._tape is None and not a._rg and _SAVES[op] & 1:
+            tape.save_box(a)
+        return _big_record(tape, op, out, n, g0, -1,
+                           BigRecord(_saved_dict(op, a._data, None, out), out, (a._data,)),
+                           const=0.0 if const is None else const)
     slot = tape.gpos
     tape.gpos = slot + n
     v = tape.vpos
@@ -215,7 +266,7 @@ def _record_unary(op, a, out, const=None):
 
 
 def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
-                   on_tape=None, in_slot=None, ax=0):
+                   on_tape=None, in_slot=None, ax=0, big_attrs=None):
     """Record a structural op of ``a`` (and ``b`` for mm) with attributes/saved values.
 
     Reductions pass ``scale`` (1 for sum, 1/count for mean): it goes in the x
@@ -231,6 +282,13 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
         g0 = _slot(a, tape)
         g1 = _slot(b, tape) if b is not None else -1
     n = out.size
+    if n >= BIG or a._data.size >= BIG or (b is not None and b._data.size >= BIG):
+        ins = (a._data,) if b is None else (a._data, b._data)
+        saved_d = dict(zip('ab', saved)) if saved is not None else {}
+        meta = BigRecord(saved_d, out, ins, attrs=big_attrs if big_attrs is not None else attrs)
+        if scale is not None:
+            return _big_record(tape, op, out, n, g0, g1, meta, ax=ax, const=scale)
+        return _big_record(tape, op, out, n, g0, g1, meta, ax=ax, x=x)
     slot = tape.gpos
     tape.gpos = slot + n
     if attrs is not None:
@@ -271,9 +329,12 @@ def _binary(name, scalar_name, rscalar_name, npf):
         if tb is float or tb is int:
             out = npf(a._data, b)
             if not (a._rg and grad_mode.enabled):
+                if out.dtype is not a._data.dtype:      # an int tensor with a float
+                    out = _dtypes.binary_result(name, a._data, b, out)
                 return _leaf(out)
             tape = a._tape
-            if sop is None or tape is None or tape.alias is not None or s_saves_a or s_saves_out:
+            if sop is None or tape is None or tape.alias is not None or s_saves_a or s_saves_out \
+                    or out.size >= BIG:
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
                 return _record_unary(sop, a, out, b)
@@ -296,7 +357,11 @@ def _binary(name, scalar_name, rscalar_name, npf):
             except ValueError:
                 raise _broadcast_error(name, a, b) from None
             if not ((a._rg or b._rg) and grad_mode.enabled):
+                if out.dtype is not ad.dtype or bd.dtype is not ad.dtype:
+                    out = _dtypes.binary_result(name, ad, bd, out)
                 return _leaf(out)
+            if bd.dtype is not ad.dtype:            # PyTorch's promotion, not NumPy's
+                out = _dtypes.binary_result(name, ad, bd, out)
             ta = a._tape
             tbb = b._tape
             tape = ta if ta is not None else tbb
@@ -304,7 +369,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
             # the flat C order: the operands line up element by element
             n = out.size
             if tape is None or tape.alias is not None or ad.size != n or bd.size != n or (
-                    tbb is not None and tbb is not tape):
+                    tbb is not None and tbb is not tape) or n >= BIG:
                 return _record_binary(op, a, b, out)
             # a leaf operand takes its cached slot on this tape (or registers)
             if ta is tape:
@@ -351,6 +416,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             t._rec = tape.n
             tape.n += 1
             return t
+        if isinstance(b, (np.floating, np.integer)):
+            return fwd(a, b.item())     # a NumPy number promotes like a Python one
         if isinstance(b, _scalar_types):
             out = npf(a._data, b)
             if a._rg and grad_mode.enabled:
@@ -367,11 +434,15 @@ def _binary(name, scalar_name, rscalar_name, npf):
     def rfwd(a, b):                # b (op) a, with b not a Tensor
         tb = type(b)
         if tb is float or tb is int or isinstance(b, _scalar_types):
+            if isinstance(b, (np.floating, np.integer)):
+                b = b.item()
             out = npf(b, a._data)
             if a._rg and grad_mode.enabled:
                 if rop is None:
                     return _record_binary(op, _const(b, a), a, out)
                 return _record_unary(rop, a, out, b if type(b) in (int, float) else float(b))
+            if out.dtype is not a._data.dtype:
+                out = _dtypes.binary_result(name, b, a._data, out)
             return _leaf(out)
         if not _is_array_like(b):
             return NotImplemented
@@ -417,11 +488,13 @@ def _unary(name, npf):
         ad = a._data
         out = npf(ad)
         if not (a._rg and grad_mode.enabled):
+            if out.dtype is not ad.dtype:        # exp of an int tensor: the default float
+                out = _dtypes.float_result(ad, out)
             return _leaf(out)
         tape = a._tape
-        if tape is None or tape.alias is not None:
-            return _record_unary(op, a, out)
         n = out.size
+        if tape is None or tape.alias is not None or n >= BIG:
+            return _record_unary(op, a, out)
         slot = tape.gpos
         tape.gpos = slot + n
         v = tape.vpos
@@ -503,7 +576,8 @@ def _reduce(name_all, name_dim, npf, scale_of):
             for k in dims:
                 count *= d.shape[k] if d.ndim else 1
             attrs = _broadcast_attrs(d.shape, kept) if d.ndim else np.array([0], _I64)
-            return _record_struct(op_dim, a, out, x=d.size, attrs=attrs, scale=scale_of(count))
+            return _record_struct(op_dim, a, out, x=d.size, attrs=attrs, scale=scale_of(count),
+                                  big_attrs=kept)
         return _leaf(out)
     f.__name__ = name_all
     return f
@@ -568,6 +642,8 @@ def expand(a, *sizes):
         return _leaf(out)
     if shape == d.shape:
         return _record_struct(OP['view'], a, out)
+    if n >= BIG:
+        return _record_struct(_OP_EXPAND, a, out, x=d.size)
     tape = _tape_of(a)
     g0 = _slot(a, tape)
     slot = tape.gpos

@@ -124,6 +124,12 @@ RULES = [
                                         '-grad * a / (a * a + b * b)')),
     E('remainder', 'RemainderBackward1', 'ab', ('grad', '-grad * floor(a / b)')),
     E('fmod', 'FmodBackward1', 'ab', ('grad', '-grad * trunc(a / b)')),
+    # a = probability, b = target; logs clamped at -100 and the denominator at
+    # 1e-12, as PyTorch does, so a = 0 or 1 gives a finite gradient
+    E('binary_cross_entropy', 'BinaryCrossEntropyBackward0', 'ab', (
+        'grad * (a - b) / where_pos(a * (1.0 - a) - 1e-12, a * (1.0 - a), 1e-12)',
+        'grad * (where_pos(log(1.0 - a) + 100.0, log(1.0 - a), -100.0)'
+        ' - where_pos(log(a) + 100.0, log(a), -100.0))')),
     # --- tensor with a Python scalar c ---
     E('add_scalar', 'AddBackward0', 'a', ('grad',), consts='c'),
     E('sub_scalar', 'SubBackward0', 'a', ('grad',), consts='c'),
@@ -144,7 +150,8 @@ RULES = [
     E('cos', 'CosBackward0', 'a', ('-grad * sin(a)',)),
     E('tanh', 'TanhBackward0', 'a', ('grad * (1.0 - out * out)',)),
     E('sigmoid', 'SigmoidBackward0', 'a', ('grad * out * (1.0 - out)',)),
-    E('relu', 'ReluBackward0', 'a', ('grad * step(out)',)),
+    # 0 where out <= 0; NaN passes the gradient, as PyTorch's threshold_backward does
+    E('relu', 'ReluBackward0', 'a', ('grad * (1.0 - ge(0.0, out))',)),
     E('abs', 'AbsBackward0', 'a', ('grad * sign(a)',)),
     E('rsqrt', 'RsqrtBackward0', 'a', ('-0.5 * grad * out * out * out',)),
     E('exp2', 'Exp2Backward0', 'a', ('grad * out * 0.6931471805599453',)),
@@ -192,6 +199,8 @@ RULES = [
     # out = a ** c for a >= 0 (a sum of |x|^p); 0 gradient at a == 0, as PyTorch's
     # norm backward masks the zero vector
     E('norm_root', 'LinalgVectorNormBackward0', 'a', ('grad * c * out * inv0(a)',), consts='c'),
+    E('std_root', 'StdBackward0', 'a', ('grad * 0.5 * inv0(out)',)),   # sqrt of a variance
+    E('var_scale', 'VarBackward0', 'a', ('grad * c',), consts='c'),    # c = 1 / (N - correction)
     # --- structural: kernels written by hand, once per kind ---
     S('sum', 'SumBackward0', 'sum_all'),           # grad_in[i] += c * grad_out[0]
     S('mean', 'MeanBackward0', 'sum_all'),
@@ -228,10 +237,8 @@ RULES = [
     S('prod_dim', 'ProdBackward1', 'take'),
     S('squeeze', 'SqueezeBackward1', 'identity'),
     S('unsqueeze', 'UnsqueezeBackward0', 'identity'),
-    S('amax', 'AmaxBackward0', 'reduce'),          # sum of x * (ties share 1) along dims
-    S('amin', 'AminBackward0', 'reduce'),
-    S('max_all', 'MaxBackward1', 'sum_all'),
-    S('min_all', 'MinBackward1', 'sum_all'),
+    S('scatter', 'ScatterBackward0', 'where'),     # where(scattered, put(src), self)
+    S('setitem', 'CopySlices', 'where'),           # x[key] = value on a recorded x
     S('python', 'PythonBackward', 'python'),       # runs Python: custom Function, hooks
 ]
 

@@ -12,6 +12,7 @@ which is the "clone" of the tape's mutable state).
 """
 import numpy as np
 
+from ._big import BIG, BIG_FLAG, Grads, sweep_chain, sweep_record
 from ._rules import RULES
 from ._tape import REC, inplace_epoch, resolve
 from ._tensor import Tensor, _leaf
@@ -78,7 +79,14 @@ def _graph_of(roots):
     return tape
 
 
-def _python_record(tape, k, R, G, V, A, reach):
+def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=()):
+    """Run record k in Python; return the lowest record index handled."""
+    op = R[k, 0]
+    if op & BIG_FLAG:
+        if RULES[op & ~BIG_FLAG].kind == 'elementwise':
+            return sweep_chain(tape, k, R, grads, stop, keep)
+        sweep_record(tape, k, R, A, grads)
+        return k
     rule = RULES[R[k, 0]]
     if rule.kind == 'mm':
         go, g0, g1, v, ax = R[k, 1], R[k, 3], R[k, 4], R[k, 5], R[k, 6]
@@ -91,8 +99,9 @@ def _python_record(tape, k, R, G, V, A, reach):
         if g1 >= 0:
             a = V[v:v + m * kk].reshape(m, kk)
             G[g1:g1 + kk * nn] += (a.T @ gout).ravel()
-        return
-    tape.py[R[k, 6]].backward(G, reach)
+        return k
+    tape.py[R[k, 6]].backward(grads)
+    return k
 
 
 def run(roots, grads, retain_graph, inputs=None, accumulate=True):
@@ -116,6 +125,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     # np.zeros is calloc: cheap for small arenas, lazily zeroed pages for big ones
     G = np.zeros(tape.gpos)
     reach = np.zeros(tape.gpos, np.uint8)
+    store = Grads(G, reach)
     start = -1
     for r, g in zip(roots, grads):
         if r._tape is None:
@@ -124,11 +134,13 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
         if type(g) is float:
             G[s] += g
         else:
-            G[s:s + g.size] += g.ravel()
+            store.add(s, g.size, g)
         reach[s] = 1
         if r._rec > start:
             start = r._rec
     sweep = _kernel or kernel()
+    # non-leaf tensors whose gradient autograd.grad returns must not be fused away
+    keep = {x._goff for x in inputs if x._tape is tape} if inputs is not None else ()
     hooks = tape.hooks
     stops = sorted((h for h in hooks if h <= start), reverse=True) if hooks else ()
     k = start
@@ -138,12 +150,11 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             k = sweep(R, G, V, A, reach, k, stop)
             if k < 0:
                 break
-            _python_record(tape, k, R, G, V, A, reach)
-            k -= 1
+            k = _python_record(tape, k, R, G, V, A, reach, store, stop, keep) - 1
         if stop >= 0:
             for h in hooks[stop].values():
                 if reach[h.slot]:
-                    h.run_compiled(G)
+                    h.run_compiled(store)
         k = stop
     if dead:
         mask = tape.dead_mask()
@@ -151,17 +162,19 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             raise RuntimeError(SECOND_BACKWARD)
     result = None
     if inputs is not None:
-        result = [_grad_of(tape, x, G, reach) for x in inputs]
+        result = [_grad_of(tape, x, store) for x in inputs]
     if accumulate:
         for leaf, s in tape.leaves:
             if reach[s]:
                 d = leaf._data
-                g = G[s:s + d.size]
+                g = G[s:s + d.size] if d.size < BIG else store.get(s, d.size)
+                if g is None:
+                    continue
                 if leaf._extra is not None and leaf._extra.get('hooks'):
                     g = _leaf_hooks(leaf, g)
                     if g is None:
                         continue
-                _accumulate(leaf, g)
+                _accumulate(leaf, g, owned=d.size >= BIG)
         for r, g in zip(roots, grads):
             if r._tape is None:
                 _accumulate(r, g)
@@ -208,17 +221,20 @@ def release(tape, reach, R):
     tape.leafmap = {}
 
 
-def _grad_of(tape, x, G, reach):
+def _grad_of(tape, x, store):
+    size = x._data.size
     if x._tape is tape:
         s = x._goff
-        if not reach[s]:
+        g = store.get(s, size) if store.reach[s] else None
+        if g is None:
             return None
-        return G[s:s + x._data.size].reshape(x._data.shape).astype(x._data.dtype)
+        return g.reshape(x._data.shape).astype(x._data.dtype)
     total = None
     for leaf, s in tape.leaves:
-        if leaf is x and reach[s]:
-            g = G[s:s + x._data.size]
-            total = g.copy() if total is None else total + g
+        if leaf is x and store.reach[s]:
+            g = store.get(s, size)
+            if g is not None:
+                total = g.copy() if total is None else total + g
     if total is None:
         return None
     return total.reshape(x._data.shape).astype(x._data.dtype)
@@ -230,11 +246,16 @@ def _leaf_hooks(leaf, g):
     return np.ravel(run_leaf_hooks(leaf, _leaf(g.reshape(d.shape).astype(d.dtype)))._data)
 
 
-def _accumulate(leaf, g):
-    """leaf.grad += g (g flat or shaped; copied on first write, added in place after)."""
+def _accumulate(leaf, g, owned=False):
+    """leaf.grad += g (g flat or shaped; copied on first write, added in place after).
+
+    ``owned``: g is a big-slot array nothing else refers to; adopt it as is."""
     d = leaf._data
     cur = leaf._grad
     if cur is None:
+        if owned and g.dtype == d.dtype and g.flags.writeable and g.flags.c_contiguous:
+            leaf._grad = _leaf(g.reshape(d.shape))
+            return
         leaf._grad = _leaf(g.astype(d.dtype).reshape(d.shape))
     else:
         cd = cur._data

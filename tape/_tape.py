@@ -43,6 +43,7 @@ import weakref
 
 import numpy as np
 
+from ._big import BIG_FLAG
 from ._rules import RULES
 
 REC = 8
@@ -80,7 +81,7 @@ class Tape:
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
-                 '__weakref__')
+                 'big', '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -108,6 +109,7 @@ class Tape:
         self.dead = None
         self.dead_upto = 0
         self.xslots = 0         # result slots beyond one per record (multi-output Functions)
+        self.big = []           # BigRecord per big record (tape/_big.py)
         self.freed = None       # (V, A lengths) dropped when every record died
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
@@ -163,7 +165,7 @@ class Tape:
             R = np.frombuffer(bytes(self.rec), np.int64).reshape(-1, REC)
             for slot, at in self.dirty:
                 for k in range(min(at, len(R))):
-                    rule = RULES[R[k, 0]]
+                    rule = RULES[R[k, 0] & ~BIG_FLAG]
                     uses = ((R[k, 3] == slot and 'a' in rule.saves) or
                             (R[k, 4] == slot and 'b' in rule.saves) or
                             (R[k, 1] == slot and 'out' in rule.saves) or
@@ -190,7 +192,8 @@ class Tape:
 
     def record(self, k):
         """Record k as a tuple of its 8 fields."""
-        return _UNPACK(self.rec, k * 8 * REC)
+        op, out, n, a, b, v, ax, x = _UNPACK(self.rec, k * 8 * REC)
+        return (op & ~BIG_FLAG, out, n, a, b, v, ax, x)
 
     def __repr__(self):
         state = 'partly released' if self.released else 'live'
@@ -245,12 +248,15 @@ def merge(dst, src):
         src.freed = None
     gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
     R = np.frombuffer(bytes(src.rec), np.int64).reshape(-1, REC).copy()
-    kinds = np.array([_KIND_CODE[RULES[op].kind] for op in R[:, 0]], dtype=np.int64)
+    isbig = (R[:, 0] & BIG_FLAG) != 0
+    kinds = np.array([_KIND_CODE[RULES[op & ~BIG_FLAG].kind] for op in R[:, 0]], dtype=np.int64)
+    kinds[isbig] = -1       # big records: v indexes tape.big, their attributes live there
     R[:, 1] += gs
     for col in (3, 4):
         R[:, col] = np.where(R[:, col] >= 0, R[:, col] + gs, R[:, col])
     # v: an offset into V for elementwise ops and mm (reductions keep a size there)
-    R[:, 5] = np.where(np.isin(kinds, (0, 7)), R[:, 5] + vs, R[:, 5])
+    R[:, 5] = np.where(np.isin(kinds, (0, 7)), R[:, 5] + vs,
+                       np.where(isbig, R[:, 5] + len(dst.big), R[:, 5]))
     # a: an offset into A for kinds with index maps, an index into tape.py for
     # Python records; elementwise ops keep a constant and mm a size there
     R[:, 6] = np.where(np.isin(kinds, (2, 3, 5, 8)), R[:, 6] + as_,
@@ -277,6 +283,7 @@ def merge(dst, src):
         dst.leaves.append((t, slot + gs))
     dst.gpos += src.gpos
     dst.xslots += src.xslots
+    dst.big.extend(src.big)
     dst.boxes.extend(src.boxes)
     dst.versions.extend(src.versions)
     dst.epoch = min(dst.epoch, src.epoch)

@@ -179,19 +179,19 @@ class _FunctionRecord:
                 grads.append(None)
         return grads
 
-    def backward(self, G, reach):
-        """Compiled-sweep side: read output grads from G, add input grads into G."""
+    def backward(self, store):
+        """Compiled-sweep side: read output grads from the store, add input grads to it."""
+        reach = store.reach
         if not any(s >= 0 and reach[s] for s in self.out_slots):
             return
-        grads = self._grads_in(lambda s: reach[s],
-                               lambda s, shape, dt: _leaf(
-                                   G[s:s + int(np.prod(shape))].reshape(shape).astype(dt)))
+        grads = self._grads_in(
+            lambda s: reach[s],
+            lambda s, shape, dt: _leaf(store.get(s, int(np.prod(shape)), shape).astype(dt)))
         with no_grad():
             res = self._call_backward(grads)
         for r, s in zip(res, self.in_slots):
             if r is not None:
-                G[s:s + r._data.size] += np.ravel(r._data)
-                reach[s] = 1
+                store.add(s, r._data.size, r._data)
 
     def backward_differentiable(self, acc, tape, leaf_of):
         if not any(s >= 0 and s in acc for s in self.out_slots):

@@ -1,0 +1,340 @@
+"""Records over large tensors: swept in Python with NumPy, in the tensors' own dtype.
+
+A record is *big* when any tensor it touches has ``BIG`` or more elements.
+Copying such tensors into the float64 value arena ``V`` (and their gradients
+into the float64 arena ``G``) would cost more than the sweep itself, and
+would turn float32 matrix products into float64 ones.  So a big record keeps
+its saved arrays by reference in ``Tape.big`` (its v field indexes that list),
+its opcode carries the ``BIG_FLAG`` bit, the compiled sweep hands it back to
+Python, and the handlers here run its vector-Jacobian product with NumPy:
+BLAS for matrix products, and for elementwise rules the same formula text
+the Numba kernel is generated from, evaluated on arrays.
+
+Gradients of big slots live in ``Grads.big`` (flat arrays in the slot's
+dtype); small slots stay in ``G``.  Untouched parts of ``G`` cost nothing:
+it is allocated by calloc, so pages of big slots are never mapped.
+"""
+import numpy as np
+
+from ._rules import RULES
+
+BIG = 16384            # elements
+BIG_FLAG = 1 << 20     # or-ed into the opcode of a big record
+
+
+class BigRecord:
+    """What a big record needs at backward: saved arrays, shapes, dtypes."""
+    __slots__ = ('saved', 'out_shape', 'out_dtype', 'in_shapes', 'in_dtypes', 'attrs')
+
+    def __init__(self, saved, out, ins, attrs=None):
+        self.saved = saved                  # name -> array ('a', 'b', 'out')
+        self.out_shape = np.shape(out)
+        self.out_dtype = _float(np.result_type(out))
+        self.in_shapes = [np.shape(i) for i in ins]
+        self.in_dtypes = [_float(np.result_type(i)) for i in ins]
+        self.attrs = attrs
+
+
+def _float(dt):
+    return dt if dt.kind == 'f' else np.dtype(np.float64)
+
+
+class Grads:
+    """Gradient storage for one sweep: the arena G for small slots, arrays for big ones."""
+    __slots__ = ('G', 'reach', 'big')
+
+    def __init__(self, G, reach):
+        self.G = G
+        self.reach = reach
+        self.big = {}
+
+    def get(self, slot, size, shape=None):
+        """The gradient of a slot as an array (a view; None if the slot holds none)."""
+        if size >= BIG:
+            g = self.big.get(slot)
+            if g is None:
+                return None
+        else:
+            g = self.G[slot:slot + size]
+        return g if shape is None else g.reshape(shape)
+
+    def add(self, slot, size, value, dtype=None, owned=False):
+        """Accumulate ``value`` (any shape with ``size`` elements) into a slot."""
+        self.reach[slot] = 1
+        if size >= BIG:
+            cur = self.big.get(slot)
+            flat = np.ravel(value)
+            if cur is not None and not cur.flags.writeable:
+                cur = self.big[slot] = cur + flat      # was a broadcast view
+                return
+            if cur is None:
+                if dtype is not None and flat.dtype != dtype:
+                    flat = flat.astype(dtype)
+                elif not owned or flat.base is not None or not flat.flags.writeable:
+                    flat = flat.copy()
+                self.big[slot] = flat
+            else:
+                cur += flat
+        else:
+            self.G[slot:slot + size] += np.ravel(value)
+
+    def set(self, slot, size, value):
+        """Replace a slot's gradient (a hook's returned tensor)."""
+        if size >= BIG:
+            self.big[slot] = np.array(np.ravel(value), copy=True)
+        else:
+            self.G[slot:slot + size] = np.ravel(value)
+
+
+# ------------------------------------------------ NumPy formula functions
+def _sigmoid(x):
+    with np.errstate(over='ignore'):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _step(x):
+    return (np.asarray(x) > 0).astype(np.result_type(x, np.float32))
+
+
+def _ge_half(x, y):
+    return np.where(x > y, 1.0, np.where(x == y, 0.5, 0.0))
+
+
+def _pow_grad(x, y):
+    if np.ndim(y) == 0:                  # a scalar exponent: the common x ** 2
+        y = float(y)
+        if y == 0.0:
+            return np.zeros_like(x)
+        if y == 1.0:
+            return np.ones_like(x)
+        if y == 2.0:
+            return 2.0 * x
+        if y == 3.0:
+            return 3.0 * x * x
+    with np.errstate(divide='ignore', invalid='ignore'):
+        return np.where(np.asarray(y) == 0, 0.0, y * np.power(x, y - 1.0))
+
+
+def _xlogy_safe(out, x):
+    with np.errstate(divide='ignore', invalid='ignore'):
+        return np.where((np.asarray(x) == 0) & (np.asarray(out) <= 1), 0.0, out * np.log(x))
+
+
+NUMPY_NAMESPACE = {
+    'exp': np.exp, 'log': np.log, 'sqrt': np.sqrt, 'sin': np.sin, 'cos': np.cos,
+    'tanh': np.tanh, 'sigmoid': _sigmoid, 'abs': np.abs, 'pow': np.power, 'step': _step,
+    'sign': np.sign, 'ge_half': _ge_half, 'pow_grad': _pow_grad, 'xlogy_safe': _xlogy_safe,
+}
+_COMPILED = {}
+
+
+def _code(text):
+    c = _COMPILED.get(text)
+    if c is None:
+        c = _COMPILED[text] = compile(text, '<rule>', 'eval')
+    return c
+
+
+def _index_map(meta, A, ax):
+    return meta.attrs if meta.attrs is not None else A[ax:]
+
+
+def sweep_record(tape, k, R, A, grads):
+    """Run big record k: read its output's gradient, add its inputs' gradients."""
+    op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
+    if not grads.reach[go]:
+        return
+    op &= ~BIG_FLAG
+    rule = RULES[op]
+    meta = tape.big[v]
+    g = grads.get(go, n, meta.out_shape)
+    if g is None:
+        return
+    kind = rule.kind
+    if kind == 'elementwise':
+        env = {'grad': g}
+        env.update(meta.saved)
+        RF = R.view(np.float64)
+        for name, field in zip(rule.consts, (7, 6)):
+            env[name] = float(RF[k, field])
+        with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+            for j, formula in enumerate(rule.vjps):
+                slot = (g0, g1)[j]
+                if slot < 0 or formula is None:
+                    continue
+                gi = eval(_code(formula), NUMPY_NAMESPACE, env)  # noqa: S307 (table text)
+                gi = np.broadcast_to(gi, meta.out_shape) if np.shape(gi) != meta.out_shape else gi
+                grads.add(slot, n, gi, meta.in_dtypes[j], owned=True)
+        return
+    if kind == 'sum_all':
+        c = float(R.view(np.float64)[k, 7])
+        size = v_size(meta)
+        value = g.ravel()[0] * c
+        if g0 in grads.big:
+            grads.big[g0] += value
+        else:
+            # the gradient of a full sum is one number everywhere: a zero-stride
+            # view, materialised only if something adds into it in place
+            grads.reach[g0] = 1
+            grads.big[g0] = np.broadcast_to(np.float64(value), (size,))
+        return
+    if kind == 'reduce':
+        c = float(R.view(np.float64)[k, 7])
+        kept = _kept_shape(meta)
+        gi = np.broadcast_to(np.reshape(g, kept), meta.in_shapes[0]) * c
+        grads.add(g0, v_size(meta), gi, meta.in_dtypes[0], owned=True)
+        return
+    if kind == 'expand':
+        small = meta.in_shapes[0]
+        gi = _sum_to(g, small)
+        grads.add(g0, x, gi, meta.in_dtypes[0], owned=gi is not g)
+        return
+    if kind == 'identity':
+        grads.add(g0, n, g, meta.in_dtypes[0])
+        return
+    if kind == 'take':
+        idx = meta.attrs
+        gi = np.bincount(idx, weights=g.ravel(), minlength=x)
+        grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
+        return
+    if kind == 'put':
+        gi = g.ravel()[meta.attrs]
+        grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
+        return
+    if kind == 'mm':
+        a, b = meta.saved['a'], meta.saved['b']
+        if g0 >= 0:
+            grads.add(g0, a.size, g @ b.T.astype(g.dtype, copy=False), meta.in_dtypes[0],
+                      owned=True)
+        if g1 >= 0:
+            grads.add(g1, b.size, a.T.astype(g.dtype, copy=False) @ g, meta.in_dtypes[1],
+                      owned=True)
+        return
+    raise NotImplementedError(f'no large-tensor rule for kind {kind!r} ({rule.name})')
+
+
+def v_size(meta):
+    s = 1
+    for d in meta.in_shapes[0]:
+        s *= d
+    return s
+
+
+def _kept_shape(meta):
+    """The reduced output's shape with the reduced dims kept as size 1."""
+    return meta.attrs
+
+
+def _sum_to(g, shape):
+    """Sum ``g`` down to ``shape`` (undoing broadcasting)."""
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                      if s == 1 and g.shape[i + lead] != 1)
+    out = g.sum(axis=axes, keepdims=True) if axes else g
+    return out.reshape(shape)
+
+
+# ------------------------------------------------ chunked elementwise runs
+CHUNK = 32768          # elements per chunk: a few of these fit in L2
+_EMPTY = np.zeros(0)
+_kernels = None
+
+
+def _chunk_kernels():
+    global _kernels
+    if _kernels is None:
+        from compiler import _chunk_generated
+        _kernels = _chunk_generated
+    return _kernels
+
+
+def sweep_chain(tape, k, R, grads, stop, keep=()):
+    """Run the big elementwise records k, k-1, ... (down to stop+1) of one size
+    together, chunk by chunk; return the lowest record index handled.
+
+    Gradients of slots made and used only inside the run stay in cache-sized
+    scratch buffers, so the run streams each saved array once and writes only
+    the gradients that leave it: the fused one-pass backward DESIGN.md
+    measured at the memory-bandwidth floor.
+    """
+    n = int(R[k, 2])
+    RF = R.view(np.float64)
+    run = []
+    j = k
+    while j > stop:
+        op = int(R[j, 0])
+        if not op & BIG_FLAG or RULES[op & ~BIG_FLAG].kind != 'elementwise' \
+                or int(R[j, 2]) != n:
+            break
+        run.append(j)
+        j -= 1
+    lowest = run[-1]
+    # which records are reached, and which slots never leave the run
+    reach = grads.reach
+    produced = {int(R[j, 1]) for j in run}
+    live = []
+    for j in run:
+        go = int(R[j, 1])
+        if not reach[go]:
+            continue
+        live.append(j)
+        for s in (int(R[j, 3]), int(R[j, 4])):
+            if s >= 0:
+                reach[s] = 1
+    scratch_slots = {s for s in produced if s not in grads.big and s not in keep}
+    kern = _chunk_kernels()
+    plan = []
+    full = {}
+    for j in live:
+        op = int(R[j, 0]) & ~BIG_FLAG
+        rule = RULES[op]
+        meta = tape.big[int(R[j, 5])]
+        shape = meta.out_shape
+        saved = {name: np.ravel(np.broadcast_to(arr, shape)) for name, arr in meta.saved.items()}
+        consts = [float(RF[j, f]) for f in (7, 6)]
+        targets = []
+        for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
+            if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
+                targets.append(None)
+            elif s in scratch_slots:
+                targets.append(('scratch', s))
+            else:
+                if s not in full:
+                    cur = grads.big.get(s)
+                    if cur is None or cur.dtype != np.float64 or not cur.flags.writeable:
+                        cur = np.zeros(n) if cur is None else np.array(cur, np.float64).ravel()
+                    full[s] = cur.reshape(-1)
+                targets.append(('full', s))
+        go = int(R[j, 1])
+        src = ('scratch', go) if go in scratch_slots else ('full', go)
+        if src[0] == 'full' and go not in full:
+            g = grads.big.get(go)
+            # reshape, not ravel: a broadcast (zero-stride) gradient stays a view
+            full[go] = g.reshape(-1) if g is not None else np.zeros(n)
+        plan.append((getattr(kern, 'vjp_' + rule.name), src, saved.get('a', _EMPTY),
+                     saved.get('b', _EMPTY), saved.get('out', _EMPTY), consts, targets))
+    scratch = {s: np.empty(min(CHUNK, n)) for s in scratch_slots}
+    bcast = np.empty(min(CHUNK, n))
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        m = hi - lo
+        for buf in scratch.values():
+            buf[:m] = 0.0
+        for fn, src, a, b, o, (c, d), targets in plan:
+            g = scratch[src[1]][:m] if src[0] == 'scratch' else full[src[1]][lo:hi]
+            if g.strides[0] == 0:         # a broadcast gradient: make the chunk real
+                bcast[:m] = g[0]
+                g = bcast[:m]
+            views = []
+            for t in targets:
+                if t is None:
+                    views.append(_EMPTY)
+                elif t[0] == 'scratch':
+                    views.append(scratch[t[1]][:m])
+                else:
+                    views.append(full[t[1]][lo:hi])
+            fn(g, a[lo:hi] if a.size else _EMPTY, b[lo:hi] if b.size else _EMPTY,
+               o[lo:hi] if o.size else _EMPTY, c, d, views[0], views[1])
+    for s, arr in full.items():
+        grads.big[s] = arr
+    return lowest

@@ -1,0 +1,79 @@
+"""PyTorch's type promotion, for the few places NumPy's differs.
+
+NumPy and PyTorch agree when both operands share a dtype, and for a float
+tensor with a Python number.  They differ in three ways, fixed here:
+
+* an integer tensor with a float (tensor or Python number) gives the float's
+  dtype in PyTorch (float32 for a Python float: the default dtype); NumPy
+  gives float64 for int64 with float32;
+* a 0-d tensor does not raise a dimensioned tensor's dtype within its
+  category (float32 (3,) * float64 () is float32 in PyTorch);
+* true division of integers gives the default float dtype.
+
+The ops call ``binary_result`` only when the dtypes they see differ, so the
+common same-dtype case pays one identity test.
+"""
+import numpy as np
+
+default_dtype = [np.dtype(np.float32)]      # tape.set_default_dtype writes here
+
+_F64 = np.dtype(np.float64)
+
+
+def category(dt):
+    """0 bool, 1 integer, 2 floating (PyTorch's promotion categories)."""
+    k = dt.kind
+    return 2 if k in 'fc' else 1 if k in 'iu' else 0
+
+
+def promote_types(d1, d2):
+    """``torch.promote_types``: the higher category wins; within one, NumPy's rule."""
+    d1, d2 = np.dtype(d1), np.dtype(d2)
+    c1, c2 = category(d1), category(d2)
+    if c1 == c2:
+        return np.promote_types(d1, d2)
+    return d1 if c1 > c2 else d2
+
+
+def result_type(*operands):
+    """``torch.result_type`` of arrays (dimensioned or 0-d) and Python numbers."""
+    dims = zero = scal = None
+    for x in operands:
+        if isinstance(x, (bool, np.bool_)):
+            d = np.dtype(np.bool_)
+            scal = d if scal is None else promote_types(scal, d)
+        elif isinstance(x, (int, float)) and not isinstance(x, np.generic):
+            d = np.dtype(np.int64) if isinstance(x, int) else default_dtype[0]
+            scal = d if scal is None else promote_types(scal, d)
+        else:
+            d = np.dtype(x.dtype)
+            if np.ndim(x):
+                dims = d if dims is None else promote_types(dims, d)
+            else:
+                zero = d if zero is None else promote_types(zero, d)
+    r = dims
+    for tier in (zero, scal):
+        if tier is None:
+            continue
+        if r is None or category(tier) > category(r):
+            if r is not None and tier is scal and category(tier) == 2:
+                tier = default_dtype[0]
+            r = tier
+    return r
+
+
+def binary_result(name, ad, bd, out):
+    """``out`` (NumPy's result of ``name(ad, bd)``) cast to PyTorch's dtype."""
+    dt = result_type(ad, bd)
+    if name in ('div', 'true_divide') and dt.kind not in 'fc':
+        dt = default_dtype[0]
+    if out.dtype.kind == 'b' or dt is None or out.dtype == dt:
+        return out
+    return out.astype(dt)
+
+
+def float_result(ad, out):
+    """``out`` of a float function (exp, sqrt, ...) of an integer or bool ``ad``."""
+    if out.dtype.kind == 'f' and np.dtype(ad.dtype).kind not in 'fc':
+        return out.astype(default_dtype[0])
+    return out

@@ -1,0 +1,362 @@
+"""Elementwise ops beyond the core arithmetic: each is a NumPy forward plus one record.
+
+Ops with a derivative are rows of ``tape/_rules.py``; here they get their
+forward.  Most come from the same factories as ``exp`` or ``add``
+(``_ops._unary``/``_ops._binary``); ops with a parameter (``leaky_relu``'s
+slope, ``clamp``'s bounds) keep it as the record's constant.  Comparisons and
+the logical ops return bool tensors and record nothing, as in PyTorch.
+
+>>> import tape
+>>> x = tape.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+>>> x.clamp(0.0, 1.0)
+tensor([0.0000, 0.5000, 1.0000], grad_fn=<ClampBackward1>)
+"""
+import math
+
+import numpy as np
+
+from . import _dtypes
+from ._ops import _binary, _broadcast_error, _const, _np_sigmoid, _record_unary, _shape_str, \
+    _unary
+from ._rules import OP
+from ._structural import record_where
+from ._tape import grad_mode
+from ._tensor import Tensor, _leaf
+
+_scalar = (int, float, bool, np.number, np.bool_)
+
+
+def _t(x, like=None):
+    return x if isinstance(x, Tensor) else _const(x, like)
+
+
+def _np_erf(x):
+    from compiler.kernels import erf_array
+    arr = np.asarray(x)
+    out = erf_array(np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)).reshape(arr.shape)
+    out = out.astype(arr.dtype if arr.dtype.kind == 'f' else np.float64, copy=False)
+    return out if isinstance(x, np.ndarray) else out[()]
+
+
+def _keep_int(npf):
+    """floor/ceil/round/trunc leave integer tensors as they are (NumPy makes floats)."""
+    def f(x):
+        if np.dtype(x.dtype).kind in 'iub':
+            return x
+        return npf(x)
+    return f
+
+
+def _quiet(npf):
+    # NaN and inf propagate as in PyTorch, without NumPy's RuntimeWarnings
+    def f(x):
+        with np.errstate(all='ignore'):
+            return npf(x)
+    return f
+
+
+# ------------------------------------------------------------------ unary
+rsqrt = _unary('rsqrt', _quiet(lambda x: np.reciprocal(np.sqrt(x))))
+exp2 = _unary('exp2', _quiet(np.exp2))
+expm1 = _unary('expm1', _quiet(np.expm1))
+log2 = _unary('log2', _quiet(np.log2))
+log10 = _unary('log10', _quiet(np.log10))
+log1p = _unary('log1p', _quiet(np.log1p))
+tan = _unary('tan', np.tan)
+asin = _unary('asin', _quiet(np.arcsin))
+acos = _unary('acos', _quiet(np.arccos))
+atan = _unary('atan', np.arctan)
+sinh = _unary('sinh', _quiet(np.sinh))
+cosh = _unary('cosh', _quiet(np.cosh))
+erf = _unary('erf', _np_erf)
+reciprocal = _unary('reciprocal', _quiet(lambda x: np.true_divide(1, x)))
+silu = _unary('silu', lambda x: x * _np_sigmoid(x))
+sign = _unary('sign', np.sign)
+floor = _unary('floor', _keep_int(np.floor))
+ceil = _unary('ceil', _keep_int(np.ceil))
+trunc = _unary('trunc', _keep_int(np.trunc))
+_round0 = _unary('round', _keep_int(np.round))
+
+
+def round(a, decimals=0):  # noqa: A001  (torch.round)
+    """Round half to even, as PyTorch (and NumPy) do; ``decimals`` as in ``torch.round``."""
+    if not decimals:
+        return _round0(a)
+    a = _t(a)
+    out = np.round(a._data, decimals)
+    return _with_const('round_decimals', a, out, 0.0)
+
+
+def square(a):
+    """``a * a``, recorded as PyTorch does (``a ** 2``)."""
+    from ._ops import pow_
+    return pow_(_t(a), 2)
+
+
+def _with_const(name, a, out, c):
+    if a._rg and grad_mode.enabled:
+        return _record_unary(OP[name], a, out, float(c))
+    return _leaf(out)
+
+
+def leaky_relu(a, negative_slope=0.01, inplace=False):
+    a = _t(a)
+    d = a._data
+    out = np.where(d > 0, d, d * negative_slope)
+    return _with_const('leaky_relu', a, out, negative_slope)
+
+
+def elu(a, alpha=1.0, inplace=False):
+    a = _t(a)
+    d = a._data
+    with np.errstate(all='ignore'):
+        out = np.where(d > 0, d, alpha * np.expm1(np.minimum(d, 0)))
+    return _with_const('elu', a, out, alpha)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu(a, approximate='none'):
+    a = _t(a)
+    d = a._data
+    if approximate == 'tanh':
+        out = 0.5 * d * (1.0 + np.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)))
+        name = 'gelu_tanh'
+    elif approximate == 'none':
+        out = 0.5 * d * (1.0 + _np_erf(d * (1.0 / math.sqrt(2.0))))
+        name = 'gelu'
+    else:
+        raise RuntimeError(f"gelu: approximate argument must be either none or tanh, "
+                           f"got {approximate!r}")
+    out = np.asarray(out, dtype=np.asarray(d).dtype)
+    if a._rg and grad_mode.enabled:
+        return _record_unary(OP[name], a, out)
+    return _leaf(out)
+
+
+def softplus(a, beta=1.0, threshold=20.0):
+    a = _t(a)
+    d = a._data
+    with np.errstate(all='ignore'):
+        out = np.where(d * beta > threshold, d, np.logaddexp(0, d * beta) / beta)
+    out = np.asarray(out, dtype=np.asarray(d).dtype)
+    return _with_const('softplus', a, out, beta)
+
+
+def relu6(a):
+    return hardtanh(a, 0.0, 6.0)
+
+
+def hardtanh(a, min_val=-1.0, max_val=1.0):
+    return clamp(a, min_val, max_val)
+
+
+# ------------------------------------------------------------------ clamp
+def clamp(a, min=None, max=None):  # noqa: A002  (torch's argument names)
+    """Limit ``a`` to [min, max]; the gradient passes where ``min <= a <= max``.
+
+    >>> import tape
+    >>> tape.tensor([-2.0, 0.5, 3.0]).clamp(min=0.0)
+    tensor([0.0000, 0.5000, 3.0000])
+    """
+    a = _t(a)
+    if min is None and max is None:
+        raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None "
+                           f'(input of shape {tuple(a._data.shape)})')
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        return _clamp_tensor(a, min, max)
+    d = a._data
+    out = d
+    if min is not None:
+        out = np.maximum(out, min)
+    if max is not None:
+        out = np.minimum(out, max)
+    if out.dtype is not np.dtype(d.dtype):
+        out = _dtypes.binary_result('clamp', d, min if min is not None else max, out)
+    empty = min is not None and max is not None and min > max
+    return _with_const('clamp', a, out, 0.0 if empty else 1.0)
+
+
+def _clamp_tensor(a, lo, hi):
+    # torch.clamp with tensor bounds: where(a < lo, lo, a), then where(. > hi, hi, .);
+    # NaN in a stays NaN (the comparisons are False)
+    y = a
+    if lo is not None:
+        lo = _t(lo, a)
+        y = where(~np.asarray(y._data < lo._data), y, lo)
+    if hi is not None:
+        hi = _t(hi, a)
+        y = where(~np.asarray(y._data > hi._data), y, hi)
+    return y
+
+
+def clamp_min(a, min):  # noqa: A002
+    return clamp(a, min=min)
+
+
+def clamp_max(a, max):  # noqa: A002
+    return clamp(a, max=max)
+
+
+# ----------------------------------------------------------------- binary
+atan2, _ = _binary('atan2', None, None, np.arctan2)
+remainder, rremainder = _binary('remainder', 'remainder_scalar', None, np.remainder)
+fmod, _ = _binary('fmod', 'fmod_scalar', None, np.fmod)
+
+
+# ------------------------------------------------------------------ where
+def _bool_mask(cond, opname):
+    c = cond._data if isinstance(cond, Tensor) else cond
+    c = np.asarray(c)
+    if c.dtype != np.bool_:
+        if c.dtype.kind not in 'iu':
+            raise RuntimeError(f'{opname}: expected a bool (or integer) mask, got dtype '
+                               f'{c.dtype} (shape {tuple(c.shape)})')
+        c = c.astype(np.bool_)
+    return c
+
+
+def where(condition, input=None, other=None):  # noqa: A002
+    """``input`` where ``condition`` is True, else ``other``; gradients go to the chosen side.
+
+    >>> import tape
+    >>> tape.where(tape.tensor([True, False]), tape.tensor([1.0, 2.0]), 0.0)
+    tensor([1., 0.])
+    """
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    c = _bool_mask(condition, 'where')
+    xd = input._data if isinstance(input, Tensor) else input
+    yd = other._data if isinstance(other, Tensor) else other
+    if not isinstance(xd, _scalar) and not isinstance(xd, np.ndarray):
+        xd = np.asarray(xd)
+    if not isinstance(yd, _scalar) and not isinstance(yd, np.ndarray):
+        yd = np.asarray(yd)
+    try:
+        np.broadcast_shapes(c.shape, np.shape(xd), np.shape(yd))
+    except ValueError:
+        raise RuntimeError(
+            f'where: The size of tensors must match or broadcast: condition '
+            f'{_shape_str(c.shape)}, input {_shape_str(np.shape(xd))}, other '
+            f'{_shape_str(np.shape(yd))}') from None
+    dt = _dtypes.result_type(xd, yd)
+    out = np.where(c, xd, yd).astype(dt, copy=False)
+    x = input if isinstance(input, Tensor) else _leaf(np.asarray(xd, dt))
+    y = other if isinstance(other, Tensor) else _leaf(np.asarray(yd, dt))
+    return record_where('where', c, x, y, out)
+
+
+def masked_fill(a, mask, value):
+    """``a`` with ``value`` where ``mask`` is True (mask broadcasts to ``a``)."""
+    a = _t(a)
+    m = _bool_mask(mask, 'masked_fill')
+    d = a._data
+    try:
+        shape = np.broadcast_shapes(m.shape, d.shape)
+    except ValueError:
+        shape = None
+    if shape != d.shape:
+        raise RuntimeError(f'masked_fill: The size of the mask {_shape_str(m.shape)} must be '
+                           f'broadcastable to the size of self {_shape_str(d.shape)}')
+    if isinstance(value, Tensor):
+        if value._data.ndim != 0:
+            raise RuntimeError('masked_fill only supports a 0-dimensional value tensor, but got '
+                               f'tensor with {value._data.ndim} dimension(s).')
+        v = value
+        vd = np.asarray(value._data, d.dtype)
+    else:
+        vd = np.asarray(value, d.dtype)
+        v = _leaf(vd)
+    out = np.where(m, vd, d).astype(d.dtype, copy=False)
+    return record_where('masked_fill', m, v, a, out)
+
+
+def nonzero(a, as_tuple=False):
+    d = np.asarray(a._data if isinstance(a, Tensor) else a)
+    idx = np.nonzero(d if d.ndim else d.reshape(1))
+    if as_tuple:
+        return tuple(_leaf(i.astype(np.int64)) for i in idx)
+    return _leaf(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))
+
+
+# ------------------------------------------------- comparisons and logic
+def _compare(name, npf):
+    def f(a, b):
+        if b is None:
+            return False if name == 'eq' else True
+        a = _t(a)
+        bd = b._data if isinstance(b, Tensor) else b
+        try:
+            out = npf(a._data, bd)
+        except ValueError:
+            raise _broadcast_error(name, a, _t(b)) from None
+        return _leaf(out)
+    f.__name__ = name
+    return f
+
+
+eq = _compare('eq', np.equal)
+ne = _compare('ne', np.not_equal)
+lt = _compare('lt', np.less)
+le = _compare('le', np.less_equal)
+gt = _compare('gt', np.greater)
+ge = _compare('ge', np.greater_equal)
+logical_and = _compare('logical_and', np.logical_and)
+logical_or = _compare('logical_or', np.logical_or)
+logical_xor = _compare('logical_xor', np.logical_xor)
+
+
+def _bitwise(name, npf):
+    def f(a, b):
+        a = _t(a)
+        bd = b._data if isinstance(b, Tensor) else b
+        try:
+            return _leaf(npf(a._data, bd))
+        except ValueError:
+            raise _broadcast_error(name, a, _t(b)) from None
+        except TypeError:
+            raise RuntimeError(f'{name}: not implemented for dtype {a._data.dtype}') from None
+    f.__name__ = name
+    return f
+
+
+bitwise_and = _bitwise('bitwise_and', np.bitwise_and)
+bitwise_or = _bitwise('bitwise_or', np.bitwise_or)
+bitwise_xor = _bitwise('bitwise_xor', np.bitwise_xor)
+
+
+def logical_not(a):
+    return _leaf(np.logical_not(_t(a)._data))
+
+
+def bitwise_not(a):
+    d = _t(a)._data
+    if np.dtype(d.dtype).kind == 'f':
+        raise RuntimeError('bitwise_not: not implemented for floating point tensors')
+    return _leaf(np.invert(d))
+
+
+def isnan(a):
+    return _leaf(np.isnan(_t(a)._data))
+
+
+def isinf(a):
+    return _leaf(np.isinf(_t(a)._data))
+
+
+def isfinite(a):
+    return _leaf(np.isfinite(_t(a)._data))
+
+
+def equal(a, b):
+    """True when ``a`` and ``b`` have the same shape and elements."""
+    return bool(np.shape(a._data) == np.shape(b._data) and np.array_equal(a._data, b._data))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(np.allclose(_t(a)._data, _t(b)._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return _leaf(np.isclose(_t(a)._data, _t(b)._data, rtol=rtol, atol=atol, equal_nan=equal_nan))

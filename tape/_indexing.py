@@ -1,0 +1,227 @@
+"""Indexing by index tensors: gather, index_select, scatter, masked_select, item assignment.
+
+Reads are take records (the flat position of each output element in the
+input).  Writes (``scatter``, ``x[key] = value``) are a where record that
+chooses, per element, between the old tensor and the written values put in
+place, so the old tensor's gradient is cut where it was overwritten and the
+written values get theirs.  Every check runs before anything is recorded.
+
+>>> import tape
+>>> x = tape.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> x.gather(1, tape.tensor([[1], [0]]))
+tensor([[2.],
+        [3.]], grad_fn=<GatherBackward0>)
+"""
+import numpy as np
+
+from . import _ops
+from ._ops import _shape_str, _unwrap_key
+from ._reductions import _flat_index, take_as
+from ._structural import record_where
+from ._tape import grad_mode
+from ._tensor import Tensor, _bump_version, _leaf, _norm_dim, _storage
+
+
+def _t(x):
+    return x if isinstance(x, Tensor) else _ops._const(x)
+
+
+def _index_array(index, opname):
+    d = np.asarray(index._data if isinstance(index, Tensor) else index)
+    if d.dtype.kind not in 'iu':
+        raise RuntimeError(f'{opname}(): Expected dtype int64 for index, got {d.dtype}')
+    return d.astype(np.int64, copy=False)
+
+
+def _check_range(idx, size, dim, opname, shape, error=IndexError):
+    if idx.size and (idx.max() >= size or idx.min() < -size):
+        bad = idx[(idx >= size) | (idx < -size)].reshape(-1)[0]
+        raise error(f'{opname}(): index {bad} is out of bounds for dimension {dim} with '
+                         f'size {size} (tensor of shape {tuple(shape)})')
+
+
+def index_select(a, dim, index):
+    a = _t(a)
+    d = np.asarray(a._data)
+    idx = _index_array(index, 'index_select')
+    if idx.ndim > 1:
+        raise IndexError(f'index_select(): Index is supposed to be a vector, got shape '
+                         f'{tuple(idx.shape)}')
+    if d.ndim == 0:
+        _check_range(idx, 1, 0, 'index_select', d.shape)
+        return take_as('index_select', a, d.reshape(1)[idx.reshape(-1) * 0].reshape(idx.shape),
+                       np.zeros(idx.shape, np.int64))
+    dim = _norm_dim(int(dim), d.ndim, 'index_select')
+    _check_range(idx, d.shape[dim], dim, 'index_select', d.shape)
+    flat = idx.reshape(-1)
+    out = np.take(d, flat, axis=dim)
+    return take_as('index_select', a, out, np.take(_flat_index(d.shape), flat, axis=dim))
+
+
+def _gather_positions(shape, dim, idx, opname):
+    """Flat positions in a tensor of ``shape`` of gather/scatter's index ``idx``."""
+    if idx.ndim != len(shape) and not (idx.ndim <= 1 and len(shape) <= 1):
+        raise RuntimeError(f'{opname}(): Index tensor must have the same number of dimensions '
+                           f'as input tensor (index {tuple(idx.shape)}, input {tuple(shape)})')
+    shape = tuple(shape) if shape else (1,)
+    idx = idx.reshape(idx.shape if idx.ndim else (1,)) if len(shape) == 1 else idx
+    for k in range(idx.ndim):
+        if k != dim and idx.shape[k] > shape[k]:
+            raise RuntimeError(f'{opname}(): Size does not match at dimension {k} expected '
+                               f'index {_shape_str(idx.shape)} to be smaller than self '
+                               f'{_shape_str(shape)} apart from dimension {dim}')
+    _check_range(idx, shape[dim], dim, opname, shape, RuntimeError)    # as PyTorch
+    grids = list(np.indices(idx.shape, dtype=np.int64))
+    grids[dim] = np.where(idx < 0, idx + shape[dim], idx)
+    return np.ravel_multi_index(grids, shape) if idx.size else np.zeros(idx.shape, np.int64)
+
+
+def gather(a, dim, index):
+    a = _t(a)
+    d = np.asarray(a._data)
+    idx = _index_array(index, 'gather')
+    dim = _norm_dim(int(dim), d.ndim, 'gather')
+    pos = _gather_positions(d.shape, dim, idx, 'gather')
+    return take_as('gather', a, d.reshape(-1)[pos].reshape(idx.shape), pos)
+
+
+def take(a, index):
+    """``a.flatten()[index]`` (torch.take)."""
+    a = _t(a)
+    d = np.asarray(a._data)
+    idx = _index_array(index, 'take')
+    _check_range(idx, d.size, 0, 'take', d.shape)
+    pos = np.where(idx < 0, idx + d.size, idx)
+    return take_as('index', a, d.reshape(-1)[pos], pos)
+
+
+def _scatter_write(a, dim, index, src, opname):
+    """(flat target positions, source values (flat), source tensor or None)."""
+    d = np.asarray(a._data)
+    idx = _index_array(index, opname)
+    dim = _norm_dim(int(dim), d.ndim, opname)
+    tgt = _gather_positions(d.shape, dim, idx, opname).reshape(-1)
+    if isinstance(src, Tensor):
+        sd = np.asarray(src._data)
+        if sd.ndim != idx.ndim and not (sd.ndim <= 1 and idx.ndim <= 1):
+            raise RuntimeError(f'{opname}(): Index tensor must have the same number of '
+                               f'dimensions as src tensor (index {tuple(idx.shape)}, src '
+                               f'{tuple(sd.shape)})')
+        if any(idx.shape[k] > sd.shape[k] for k in range(idx.ndim)):
+            raise RuntimeError(f'{opname}(): Expected index {_shape_str(idx.shape)} to be '
+                               f'smaller than src {_shape_str(sd.shape)}')
+        spos = np.ravel_multi_index(np.indices(idx.shape), sd.shape).reshape(-1) \
+            if idx.size and sd.ndim else np.zeros(idx.size, np.int64)
+        return tgt, sd.reshape(-1)[spos].astype(d.dtype, copy=False), src, spos
+    return tgt, np.full(tgt.size, src, d.dtype), None, None
+
+
+def scatter(a, dim, index, src=None, value=None, reduce=None):
+    """``a`` with ``src`` (or ``value``) written at ``index`` along ``dim`` (out of place)."""
+    if reduce is not None:
+        if reduce not in ('add', 'sum'):
+            raise NotImplementedError(f'scatter: reduce={reduce!r} is not supported')
+        return scatter_add(a, dim, index, src)
+    a = _t(a)
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError('scatter() missing the src (or value) argument')
+    d = np.asarray(a._data)
+    tgt, vals, st, spos = _scatter_write(a, dim, index, src, 'scatter')
+    out = np.array(d, copy=True).reshape(-1)
+    out[tgt] = vals                             # with repeats the last write wins
+    out = out.reshape(d.shape)
+    mask = np.zeros(d.size, bool)
+    mask[tgt] = True
+    if st is not None and st._rg and grad_mode.enabled:
+        # every src element gets the gradient at its target, as PyTorch's gather(grad)
+        s = _ops.put_flat(take_as('index', st, vals, spos), tgt, d.size)
+        s = _ops.reshape(s, d.shape)
+    else:
+        full = np.zeros(d.size, d.dtype)
+        full[tgt] = vals
+        s = _leaf(full.reshape(d.shape))
+    return record_where('scatter', mask.reshape(d.shape), s, a, out)
+
+
+def scatter_add(a, dim, index, src):
+    a = _t(a)
+    d = np.asarray(a._data)
+    src = _t(src)
+    tgt, vals, st, spos = _scatter_write(a, dim, index, src, 'scatter_add')
+    if st._rg and grad_mode.enabled:
+        s = _ops.put_flat(take_as('index', st, vals, spos), tgt, d.size)
+    else:
+        s = _leaf(np.bincount(tgt, weights=vals, minlength=d.size).astype(d.dtype))
+    return _ops.add(a, _ops.reshape(s, d.shape))
+
+
+def masked_select(a, mask):
+    a = _t(a)
+    m = np.asarray(mask._data if isinstance(mask, Tensor) else mask)
+    if m.dtype != np.bool_:
+        raise RuntimeError(f'masked_select: expected a bool mask, got {m.dtype}')
+    d = np.asarray(a._data)
+    try:
+        shape = np.broadcast_shapes(m.shape, d.shape)
+    except ValueError:
+        raise RuntimeError(f'masked_select: The size of the mask {_shape_str(m.shape)} must '
+                           f'match the size of the tensor {_shape_str(d.shape)}') from None
+    if shape != d.shape:
+        a = _ops.expand(a, shape)
+        d = np.asarray(a._data)
+    pos = _flat_index(shape)[np.broadcast_to(m, shape)]
+    return take_as('index', a, d.reshape(-1)[pos], pos)
+
+
+# ------------------------------------------------------------ x[key] = value
+def setitem(a, key, value):
+    """``a[key] = value``: in place; on a recorded ``a`` (or a value that requires
+    grad) the write is recorded, so gradients flow to the kept part of the old
+    ``a`` and to ``value``.  Bumps ``a``'s version."""
+    k = _unwrap_key(key)
+    d = _storage(a)
+    try:
+        pos = _flat_index(d.shape)[k]
+    except IndexError as e:
+        raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
+    vd = value._data if isinstance(value, Tensor) else value
+    vshape = np.shape(vd)
+    try:
+        np.broadcast_to(np.empty(vshape, bool), np.shape(pos))
+    except ValueError:
+        raise RuntimeError(f'setitem: shape mismatch: value tensor of shape {_shape_str(vshape)} '
+                           f'cannot be broadcast to indexing result of shape '
+                           f'{_shape_str(np.shape(pos))} (tensor of shape {tuple(d.shape)})') \
+            from None
+    if a._rg and grad_mode.enabled and a._tape is None:
+        raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
+                           f'operation (setitem on a tensor of shape {tuple(d.shape)}).')
+    vrg = isinstance(value, Tensor) and value._rg
+    recorded = None
+    tape = a._tape
+    if tape is not None:
+        # records made so far that saved a's data by reference now see new values
+        tape.dirty = (tape.dirty or []) + [(a._goff, tape.n)]
+    if grad_mode.enabled and (tape is not None or vrg):
+        before = _ops._leaf_view_of(a)
+        flat = np.asarray(pos, dtype=np.int64).reshape(-1)
+        mask = np.zeros(d.size, bool)
+        mask[flat] = True
+        v = value if isinstance(value, Tensor) else _leaf(np.asarray(vd, d.dtype))
+        if np.shape(v._data) != np.shape(pos):
+            v = _ops.expand(v, np.shape(pos))
+        s = _ops.reshape(_ops.put_flat(v, flat, d.size), d.shape)
+        after = np.array(d, copy=True)
+        after[k] = vd
+        recorded = record_where('setitem', mask.reshape(d.shape), s, before, after)
+    d[k] = vd
+    if a._vbox is None:
+        a._vbox = [0]
+    _bump_version(a)
+    if recorded is not None:
+        a._tape = recorded._tape
+        a._goff = recorded._goff
+        a._rec = recorded._rec
+        a._rg = True

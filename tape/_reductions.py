@@ -1,0 +1,383 @@
+"""Reductions beyond sum and mean, written in primitives (plus cumsum/cumprod records).
+
+* ``max``/``min`` along a dim pick values at the arg-max with one take record,
+  so the gradient goes to that element, as in PyTorch; over all elements, and
+  ``amax``/``amin``, ties share the gradient evenly (PyTorch's rule): the
+  values are a sum of ``x * w`` with a constant weight ``w = tie / count``.
+* ``prod`` is the last element of a ``cumprod``, whose kernel is exact with zeros.
+* ``var``/``std`` are two-pass (mean, then squared deviations); ``std`` and
+  ``norm`` end in a root whose gradient is 0 where the value is 0, as
+  PyTorch masks it.
+* ``logsumexp`` shifts by the (constant) maximum, so it neither overflows nor
+  loses the gradient, which is exactly the softmax.
+
+>>> import tape
+>>> x = tape.tensor([[1.0, 5.0], [3.0, 2.0]], requires_grad=True)
+>>> x.max(dim=1)
+values=tensor([5., 3.], grad_fn=<MaxBackward0>), indices=tensor([1, 0])
+"""
+import collections
+
+import numpy as np
+
+from . import _ops
+from ._ops import _dims, _record_struct, _record_unary
+from ._rules import OP
+from ._structural import record_cumprod, record_cumsum
+from ._tape import grad_mode
+from ._tensor import Tensor, _leaf, _norm_dim
+
+
+def _t(x):
+    return x if isinstance(x, Tensor) else _ops._const(x)
+
+
+class _ValuesIndices(collections.namedtuple('_ValuesIndices', ['values', 'indices'])):
+    """``torch.return_types.max`` and friends: a (values, indices) pair."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f'values={self.values!r}, indices={self.indices!r}'
+
+
+def take_as(name, a, out, index):
+    """Record ``out = a.flatten()[index]`` under rule ``name`` (a 'take' kind)."""
+    if a._rg and grad_mode.enabled:
+        idx = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
+        return _record_struct(OP[name], a, out, x=a._data.size, attrs=idx)
+    return _leaf(out)
+
+
+def _flat_index(shape):
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+
+
+def _one_dim(dim, ndim, opname):
+    if isinstance(dim, (tuple, list)):
+        if len(dim) != 1:
+            raise RuntimeError(f'{opname}: expected a single dim, got {tuple(dim)}')
+        dim = dim[0]
+    return _norm_dim(int(dim), ndim, opname)
+
+
+# ------------------------------------------------------- cumsum, cumprod
+def _cum(opname, npf, record):
+    def f(a, dim, dtype=None):
+        a = _t(a)
+        d = a._data
+        if dtype is not None:
+            a = _ops.to(a, dtype)
+            d = a._data
+        dim = _norm_dim(int(dim), np.ndim(d), opname)
+        if np.ndim(d) == 0:
+            return _ops.reshape(f(_ops.reshape(a, 1), 0), ())
+        out = npf(d, axis=dim)
+        if out.dtype.kind == 'b' or (out.dtype.kind in 'iu' and out.dtype != np.int64):
+            out = out.astype(np.int64)
+        return record(a, out, dim)
+    f.__name__ = opname
+    return f
+
+
+cumsum = _cum('cumsum', np.cumsum, record_cumsum)
+cumprod = _cum('cumprod', np.cumprod, record_cumprod)
+
+
+# ------------------------------------------------------------------ prod
+def prod(a, dim=None, keepdim=False, dtype=None):
+    a = _t(a)
+    if dtype is not None:
+        a = _ops.to(a, dtype)
+    d = a._data
+    if dim is None:
+        out = np.prod(d)
+        if np.dtype(out.dtype).kind in 'bu' or np.dtype(out.dtype).kind == 'i':
+            out = np.int64(out)
+        if not (a._rg and grad_mode.enabled):
+            return _leaf(out)
+        if d.size == 0:
+            return _ops.add(_ops.mul(_ops.sum_(a), 0.0), 1.0)
+        c = cumprod(_ops.reshape(a, -1), 0)
+        return take_as('prod', c, out, np.array([d.size - 1]))
+    dim = _one_dim(dim, np.ndim(d), 'prod')
+    if np.ndim(d) == 0:
+        return prod(a) if not keepdim else _ops.reshape(prod(a), ())
+    out = np.prod(d, axis=dim, keepdims=keepdim)
+    if out.dtype.kind in 'bui' and out.dtype != np.int64:
+        out = out.astype(np.int64)
+    if not (a._rg and grad_mode.enabled):
+        return _leaf(out)
+    n = d.shape[dim]
+    if n == 0:
+        return _ops.add(_ops.mul(_ops.sum_(a, dim, keepdim), 0.0), 1.0)
+    c = cumprod(a, dim)
+    idx = np.take(_flat_index(d.shape), [n - 1] if keepdim else n - 1, axis=dim)
+    return take_as('prod_dim', c, out, idx)
+
+
+# ------------------------------------------------------- max, min, args
+def _arg(npf, opname):
+    def f(a, dim=None, keepdim=False):
+        d = np.asarray(_t(a)._data)
+        if d.size == 0:
+            raise RuntimeError(f'{opname}(): Expected reduction dim to be specified for '
+                               f'input.numel() == 0 (input of shape {tuple(d.shape)})')
+        if dim is None:
+            out = npf(d.reshape(-1))
+            return _leaf(np.reshape(np.int64(out), (1,) * d.ndim) if keepdim else np.int64(out))
+        dim = _one_dim(dim, d.ndim, opname)
+        if d.ndim == 0:
+            return _leaf(np.int64(0))
+        return _leaf(npf(d, axis=dim, keepdims=keepdim).astype(np.int64))
+    f.__name__ = opname
+    return f
+
+
+def _np_argmax(d, axis=None, keepdims=False):
+    # NaN is the maximum, as in PyTorch (np.argmax already returns the first NaN)
+    return np.argmax(d, axis=axis, keepdims=keepdims)
+
+
+def _np_argmin(d, axis=None, keepdims=False):
+    if d.dtype.kind == 'f' and np.isnan(d).any():
+        return np.argmax(np.isnan(d), axis=axis, keepdims=keepdims)
+    return np.argmin(d, axis=axis, keepdims=keepdims)
+
+
+argmax = _arg(_np_argmax, 'argmax')
+argmin = _arg(_np_argmin, 'argmin')
+
+
+def _extreme(a, dim, keepdim, opname, argf, take_name):
+    d = np.asarray(a._data)
+    dim = _one_dim(dim, d.ndim, opname)
+    if d.ndim == 0:
+        return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(a._data), _leaf(np.int64(0)))
+    if d.shape[dim] == 0:
+        raise IndexError(f'{opname}(): Expected reduction dim {dim} to have non-zero size '
+                         f'(input of shape {tuple(d.shape)})')
+    idx = argf(d, axis=dim, keepdims=True)
+    flat = np.take_along_axis(_flat_index(d.shape), idx, axis=dim)
+    if not keepdim:
+        flat = np.squeeze(flat, axis=dim)
+        idx = np.squeeze(idx, axis=dim)
+    values = d.reshape(-1)[flat]
+    return _ValuesIndices(take_as(take_name, a, values, flat), _leaf(idx.astype(np.int64)))
+
+
+def _evenly(a, dims, keepdim, value):
+    """Values ``value`` (keepdim shape) with the gradient shared evenly among ties.
+
+    Recorded as ``sum(a * w, dims)`` with the constant ``w = tie / count``; the
+    result then gets the exact values (the products can round)."""
+    d = np.asarray(a._data)
+    if d.dtype.kind == 'f':
+        tie = np.where(np.isnan(value), np.isnan(d), d == value)     # NaN is the max
+    else:
+        tie = d == value
+    count = tie.sum(axis=dims, keepdims=True)
+    w = _leaf((tie / count).astype(d.dtype))
+    with np.errstate(all='ignore'):
+        r = _ops.sum_(_ops.mul(a, w), dims, keepdim)
+    if not keepdim:
+        value = value.reshape(()) if dims is None else np.squeeze(value, axis=dims)
+    value = np.asarray(value, dtype=np.asarray(r._data).dtype)
+    r._data = value if value.ndim else value[()]
+    return r
+
+
+def _max_min(npf, argf, opname, take_name, binary):
+    def f(a, dim=None, keepdim=False, *, out=None):
+        a = _t(a)
+        if isinstance(dim, Tensor):            # max(a, other): elementwise
+            return binary(a, dim)
+        d = np.asarray(a._data)
+        if dim is None:
+            if d.size == 0:
+                raise RuntimeError(f'{opname}(): Expected reduction dim to be specified for '
+                                   f'input.numel() == 0. Specify the reduction dim with the '
+                                   f"'dim' argument (input of shape {tuple(d.shape)})")
+            value = npf(d, axis=None, keepdims=True)
+            if not (a._rg and grad_mode.enabled):
+                return _leaf(value.reshape(())[()])
+            return _evenly(a, None, False, value)
+        return _extreme(a, dim, keepdim, opname, argf, take_name)
+    f.__name__ = opname
+    return f
+
+
+max = _max_min(np.max, _np_argmax, 'max', 'max_dim', _ops.maximum)  # noqa: A001
+min = _max_min(np.min, _np_argmin, 'min', 'min_dim', _ops.minimum)  # noqa: A001
+
+
+def _amax_amin(npf, opname):
+    def f(a, dim=(), keepdim=False):
+        a = _t(a)
+        d = np.asarray(a._data)
+        if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+            dims = None
+        else:
+            dims = _dims(dim, d.ndim, opname) if d.ndim else None
+        if d.size == 0:
+            raise RuntimeError(f'{opname}(): Expected reduction dim to be specified for '
+                               f'input.numel() == 0 (input of shape {tuple(d.shape)})')
+        value = npf(d, axis=dims, keepdims=True)
+        if not (a._rg and grad_mode.enabled):
+            if keepdim:
+                return _leaf(value)
+            return _leaf(value.reshape(())[()] if dims is None else np.squeeze(value, axis=dims))
+        return _evenly(a, dims, keepdim, value)
+    f.__name__ = opname
+    return f
+
+
+amax = _amax_amin(np.max, 'amax')
+amin = _amax_amin(np.min, 'amin')
+
+
+# --------------------------------------------------------- var, std, norm
+def _var_args(dim, unbiased, correction, ndim, opname):
+    if isinstance(dim, bool):                 # var(unbiased) of old PyTorch
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        dims = None
+    else:
+        dims = _dims(dim, ndim, opname) if ndim else None
+    return dims, float(correction)
+
+
+def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance with PyTorch's ``correction`` (1 by default: Bessel's)."""
+    a = _t(a)
+    d = np.asarray(a._data)
+    dims, corr = _var_args(dim, unbiased, correction, d.ndim, 'var')
+    count = d.size if dims is None else int(np.prod([d.shape[k] for k in dims]))
+    denom = count - corr if count - corr > 0 else 0.0
+    if not (a._rg and grad_mode.enabled):
+        with np.errstate(all='ignore'):
+            mu = np.mean(d, axis=dims, keepdims=True)
+            s = np.sum((d - mu) ** 2, axis=dims, keepdims=keepdim)
+            return _leaf(np.asarray(s / denom, dtype=d.dtype)[()] if np.ndim(s) == 0
+                         else (s / denom).astype(d.dtype))
+    mu = _ops.mean(a, dims, True) if dims is not None else _ops.mean(a)
+    diff = _ops.sub(a, mu)
+    s = _ops.sum_(_ops.mul(diff, diff), dims, keepdim) if dims is not None else \
+        _ops.sum_(_ops.mul(diff, diff), None, keepdim)
+    with np.errstate(all='ignore'):
+        out = np.asarray(s._data / denom, dtype=d.dtype)
+        scale = 1.0 / denom if denom else float('inf')
+    return _record_unary(OP['var_scale'], s, out if out.ndim else out[()], scale)
+
+
+def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    v = var(a, dim, unbiased, keepdim, correction=correction)
+    return _root(v, 'std_root', 0.5)
+
+
+def _root(s, name, c):
+    """``s ** c`` for s >= 0 with the gradient masked to 0 where s == 0."""
+    with np.errstate(all='ignore'):
+        out = np.sqrt(s._data) if c == 0.5 else np.power(s._data, c)
+    if s._rg and grad_mode.enabled:
+        return _record_unary(OP[name], s, out, c)
+    return _leaf(out)
+
+
+def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(a, dim, unbiased, keepdim, correction=correction), _mean_kd(a, dim, keepdim)
+
+
+def std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(a, dim, unbiased, keepdim, correction=correction), _mean_kd(a, dim, keepdim)
+
+
+def _mean_kd(a, dim, keepdim):
+    if isinstance(dim, bool):
+        dim = None
+    return _ops.mean(_t(a), dim, keepdim)
+
+
+def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
+    """``torch.linalg.vector_norm``: the ord-norm of ``a`` over ``dim`` (all by default)."""
+    a = _t(a)
+    if dtype is not None:
+        a = _ops.to(a, dtype)
+    d = np.asarray(a._data)
+    if d.dtype.kind not in 'fc':
+        raise RuntimeError(f'linalg.vector_norm: Expected a floating point or complex tensor '
+                           f'as input. Got {d.dtype}')
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        dims = None
+    else:
+        dims = _dims(dim, d.ndim, 'linalg.vector_norm') if d.ndim else None
+    p = float(ord)
+    if p == float('inf'):
+        return amax(_ops.abs_(a), dims if dims is not None else (), keepdim)
+    if p == float('-inf'):
+        return amin(_ops.abs_(a), dims if dims is not None else (), keepdim)
+    if p == 0:
+        nz = _ops.mul(_ops.sum_(_ops.mul(_ops.abs_(a), 0.0), dims, keepdim), 0.0)
+        cnt = np.sum(d != 0, axis=dims, keepdims=keepdim).astype(d.dtype)
+        return _ops.add(nz, _leaf(cnt))
+    if p == 1:
+        return _ops.sum_(_ops.abs_(a), dims, keepdim)
+    if p == 2:
+        s = _ops.sum_(_ops.mul(a, a), dims, keepdim)
+    else:
+        s = _ops.sum_(_ops.pow_(_ops.abs_(a), p), dims, keepdim)
+    return _root(s, 'norm_root', 1.0 / p)
+
+
+def norm(a, p='fro', dim=None, keepdim=False, dtype=None):
+    """``torch.norm``: 'fro' (or a number p) as a vector norm over ``dim`` (all by default)."""
+    if p is None or p == 'fro':
+        p = 2
+    elif isinstance(p, str):
+        raise NotImplementedError(f"norm: p={p!r} (the nuclear norm) is not supported")
+    return vector_norm(a, p, dim, keepdim, dtype)
+
+
+def logsumexp(a, dim, keepdim=False):
+    """``log(sum(exp(a), dim))``, shifted by the maximum so it does not overflow."""
+    a = _t(a)
+    d = np.asarray(a._data)
+    if d.dtype.kind not in 'fc':
+        a = _ops.to(a, np.float32)
+        d = a._data
+    dims = _dims(dim, d.ndim, 'logsumexp') if d.ndim else None
+    if d.size == 0:
+        m = np.zeros(np.sum(d, axis=dims, keepdims=True).shape, d.dtype)
+    else:
+        m = np.max(d, axis=dims, keepdims=True)
+    m = np.where(np.isinf(m), 0, m).astype(d.dtype)          # all -inf stays -inf, no NaN
+    with np.errstate(all='ignore'):
+        s = _ops.sum_(_ops.exp(_ops.sub(a, _leaf(m))), dims, True)
+        r = _ops.add(_ops.log(s), _leaf(m))
+    if not keepdim:
+        shape = np.squeeze(m, axis=dims).shape if dims is not None else ()
+        r = _ops.reshape(r, shape)
+    return r
+
+
+# ------------------------------------------------------------- booleans
+def all(a, dim=None, keepdim=False):  # noqa: A001
+    d = np.asarray(_t(a)._data)
+    if dim is None:
+        return _leaf(np.bool_(np.all(d)))
+    return _leaf(np.all(d, axis=_dims(dim, d.ndim, 'all'), keepdims=keepdim))
+
+
+def any(a, dim=None, keepdim=False):  # noqa: A001
+    d = np.asarray(_t(a)._data)
+    if dim is None:
+        return _leaf(np.bool_(np.any(d)))
+    return _leaf(np.any(d, axis=_dims(dim, d.ndim, 'any'), keepdims=keepdim))
+
+
+def count_nonzero(a, dim=None):
+    d = np.asarray(_t(a)._data)
+    if dim is None:
+        return _leaf(np.int64(np.count_nonzero(d)))
+    return _leaf(np.count_nonzero(d, axis=_dims(dim, d.ndim, 'count_nonzero')).astype(np.int64))

@@ -1,0 +1,298 @@
+"""Shape ops: views are 'view'-kind records, element pickers are 'take' records.
+
+``squeeze``/``unsqueeze``/``flatten`` keep the elements in order (an identity
+record); ``flip``/``repeat``/``split``/``narrow`` pick elements of their input
+(a take record with the flat index of each output element; its adjoint puts
+the gradient back).  ``cat``/``stack`` are sums of ``put_flat`` records, one per
+input, so each input gets its slice of the gradient.
+
+>>> import tape
+>>> a = tape.ones(2, 1, 3, requires_grad=True)
+>>> a.squeeze(1).shape
+tape.Size([2, 3])
+"""
+import numpy as np
+
+from . import _ops
+from ._ops import _record_struct, _shape_str, _sizes
+from ._reductions import _flat_index, take_as
+from ._rules import OP
+from ._tape import grad_mode
+from ._tensor import Tensor, _leaf, _norm_dim
+
+
+def _t(x):
+    return x if isinstance(x, Tensor) else _ops._const(x)
+
+
+def _view_as(name, a, out):
+    if a._rg and grad_mode.enabled:
+        return _record_struct(OP[name], a, out)
+    return _leaf(out)
+
+
+def flatten(a, start_dim=0, end_dim=-1):
+    a = _t(a)
+    d = np.asarray(a._data)
+    if d.ndim == 0:
+        return _ops.reshape(a, 1)
+    s = _norm_dim(start_dim, d.ndim, 'flatten')
+    e = _norm_dim(end_dim, d.ndim, 'flatten')
+    if s > e:
+        raise RuntimeError(f'flatten() has invalid args: start_dim ({start_dim}) cannot come '
+                           f'after end_dim ({end_dim}) (input of shape {tuple(d.shape)})')
+    if s == e:
+        return a
+    shape = d.shape[:s] + (int(np.prod(d.shape[s:e + 1], dtype=np.int64)),) + d.shape[e + 1:]
+    return _ops.reshape(a, shape)
+
+
+def unflatten(a, dim, sizes):
+    a = _t(a)
+    d = np.asarray(a._data)
+    dim = _norm_dim(dim, d.ndim, 'unflatten')
+    return _ops.reshape(a, d.shape[:dim] + tuple(sizes) + d.shape[dim + 1:])
+
+
+def squeeze(a, dim=None):
+    a = _t(a)
+    d = a._data
+    shape = np.shape(d)
+    if dim is None:
+        new = tuple(s for s in shape if s != 1)
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        drop = {_norm_dim(int(k), len(shape), 'squeeze') for k in dims}
+        new = tuple(s for i, s in enumerate(shape) if not (i in drop and s == 1))
+    return _view_as('squeeze', a, np.reshape(d, new))
+
+
+def unsqueeze(a, dim):
+    a = _t(a)
+    d = a._data
+    shape = np.shape(d)
+    k = _norm_dim(int(dim), len(shape) + 1, 'unsqueeze')
+    return _view_as('unsqueeze', a, np.reshape(d, shape[:k] + (1,) + shape[k:]))
+
+
+def movedim(a, source, destination):
+    a = _t(a)
+    nd = np.ndim(a._data)
+    src = source if isinstance(source, (tuple, list)) else (source,)
+    dst = destination if isinstance(destination, (tuple, list)) else (destination,)
+    src = [_norm_dim(int(s), nd, 'movedim') for s in src]
+    dst = [_norm_dim(int(s), nd, 'movedim') for s in dst]
+    perm = [n for n in range(nd) if n not in src]
+    for dest, s in sorted(zip(dst, src)):
+        perm.insert(dest, s)
+    return _ops.permute(a, *perm)
+
+
+def swapaxes(a, dim0, dim1):
+    return _ops.transpose(_t(a), dim0, dim1)
+
+
+def repeat(a, *sizes):
+    a = _t(a)
+    reps = _sizes(sizes)
+    d = np.asarray(a._data)
+    if len(reps) < d.ndim:
+        raise RuntimeError(f'repeat: Number of dimensions of repeat dims ({len(reps)}) can not be '
+                           f'smaller than number of dimensions of tensor ({d.ndim}); tensor '
+                           f'shape {tuple(d.shape)}')
+    if any(r < 0 for r in reps):
+        raise RuntimeError(f'repeat: Trying to create tensor with negative dimension: {reps}')
+    shape = (1,) * (len(reps) - d.ndim) + d.shape
+    out = np.tile(d.reshape(shape), reps)
+    idx = np.tile(_flat_index(d.shape).reshape(shape), reps)
+    return take_as('repeat', a, out, idx)
+
+
+def tile(a, dims):
+    a = _t(a)
+    dims = tuple(int(x) for x in (dims if isinstance(dims, (tuple, list)) else (dims,)))
+    nd = np.ndim(a._data)
+    if len(dims) < nd:
+        dims = (1,) * (nd - len(dims)) + dims
+    return repeat(a, dims)
+
+
+def flip(a, dims):
+    a = _t(a)
+    d = np.asarray(a._data)
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    ds = tuple(sorted({_norm_dim(int(k), d.ndim, 'flip') for k in dims}))
+    if d.ndim == 0:
+        return _view_as('view', a, a._data)
+    out = np.flip(d, ds).copy()
+    return take_as('flip', a, out, np.flip(_flat_index(d.shape), ds))
+
+
+def fliplr(a):
+    return flip(a, 1)
+
+
+def flipud(a):
+    return flip(a, 0)
+
+
+def narrow(a, dim, start, length):
+    a = _t(a)
+    d = np.asarray(a._data)
+    if d.ndim == 0:
+        raise RuntimeError('narrow() cannot be applied to a 0-dim tensor.')
+    dim = _norm_dim(int(dim), d.ndim, 'narrow')
+    size = d.shape[dim]
+    start = int(start)
+    if start < 0:
+        start += size
+    if not 0 <= start <= size:
+        raise IndexError(f'narrow(): start ({start}) out of range for dimension {dim} of size '
+                         f'{size} (tensor of shape {tuple(d.shape)})')
+    if length < 0 or start + length > size:
+        raise RuntimeError(f'narrow(): start ({start}) + length ({length}) exceeds dimension '
+                           f'size ({size}) (tensor of shape {tuple(d.shape)})')
+    key = (slice(None),) * dim + (slice(start, start + length),)
+    return take_as('slice', a, d[key], _flat_index(d.shape)[key])
+
+
+def _split_sizes(size, split_size_or_sections, dim, shape):
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != size or any(s < 0 for s in sizes):
+            raise RuntimeError(f'split_with_sizes expects split_sizes to sum exactly to {size} '
+                               f"(input tensor's size at dimension {dim}), but got "
+                               f'split_sizes={sizes} (tensor of shape {tuple(shape)})')
+        return sizes
+    step = int(split_size_or_sections)
+    if step <= 0:
+        if size == 0 and step == 0:
+            return [0]
+        raise RuntimeError(f'split: split_size can only be 0 if dimension size is 0, but got '
+                           f'{step} for a dimension of size {size}')
+    return [min(step, size - i) for i in range(0, size, step)] or [0]
+
+
+def split(a, split_size_or_sections, dim=0):
+    a = _t(a)
+    d = np.asarray(a._data)
+    dim = _norm_dim(int(dim), d.ndim, 'split')
+    sizes = _split_sizes(d.shape[dim], split_size_or_sections, dim, d.shape)
+    idx = _flat_index(d.shape)
+    parts = []
+    start = 0
+    for s in sizes:
+        key = (slice(None),) * dim + (slice(start, start + s),)
+        parts.append(take_as('split', a, d[key], idx[key]))
+        start += s
+    return tuple(parts)
+
+
+def chunk(a, chunks, dim=0):
+    a = _t(a)
+    d = np.asarray(a._data)
+    if chunks <= 0:
+        raise RuntimeError(f'chunk expects `chunks` to be greater than 0, got: {chunks}')
+    dim = _norm_dim(int(dim), d.ndim, 'chunk')
+    size = d.shape[dim]
+    step = -(-size // chunks) if size else 0
+    if step == 0:
+        return split(a, [0] * min(chunks, 1) if size == 0 else size, dim)
+    return split(a, step, dim)
+
+
+def unbind(a, dim=0):
+    a = _t(a)
+    d = np.asarray(a._data)
+    dim = _norm_dim(int(dim), d.ndim, 'unbind')
+    idx = _flat_index(d.shape)
+    out = []
+    for i in range(d.shape[dim]):
+        key = (slice(None),) * dim + (i,)
+        out.append(take_as('select', a, d[key], idx[key]))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- cat, stack
+def cat(tensors, dim=0):
+    """Join tensors along ``dim``; each input gets its slice of the gradient back.
+
+    >>> import tape
+    >>> tape.cat([tape.zeros(1, 2), tape.ones(2, 2)]).shape
+    tape.Size([3, 2])
+    """
+    ts = [_t(x) for x in tensors]
+    if not ts:
+        raise RuntimeError('cat(): expected a non-empty list of Tensors')
+    # PyTorch skips 1-D empty tensors (a legacy rule)
+    live = [x for x in ts if not (np.ndim(x._data) == 1 and np.size(x._data) == 0)] or ts[:1]
+    ref = np.shape(live[0]._data)
+    if len(ref) == 0:
+        raise RuntimeError('cat(): zero-dimensional tensor (at position 0) cannot be '
+                           'concatenated')
+    dim = _norm_dim(int(dim), len(ref), 'cat')
+    for i, x in enumerate(live):
+        s = np.shape(x._data)
+        if len(s) != len(ref):
+            raise RuntimeError(f'cat(): Tensors must have same number of dimensions: got '
+                               f'{len(ref)} and {len(s)} (shapes {_shape_str(ref)} and '
+                               f'{_shape_str(s)})')
+        for k in range(len(ref)):
+            if k != dim and s[k] != ref[k]:
+                raise RuntimeError(
+                    f'cat(): Sizes of tensors must match except in dimension {dim}. Expected '
+                    f'size {ref[k]} but got size {s[k]} for tensor number {i} in the list '
+                    f'(shapes {_shape_str(ref)} and {_shape_str(s)}).')
+    from . import _dtypes
+    dt = _dtypes.result_type(*[np.asarray(x._data) for x in live])
+    out = np.concatenate([np.asarray(x._data) for x in live], axis=dim).astype(dt, copy=False)
+    if not (grad_mode.enabled and any(x._rg for x in live)):
+        return _leaf(out)
+    pos = _flat_index(out.shape)
+    total = None
+    start = 0
+    const = np.zeros(out.size, dt)
+    for x in live:
+        width = np.shape(x._data)[dim]
+        key = (slice(None),) * dim + (slice(start, start + width),)
+        where = pos[key].reshape(-1)
+        if x._rg:
+            p = _ops.put_flat(_ops.to(x, dt) if np.asarray(x._data).dtype != dt else x,
+                              where, out.size)
+            total = p if total is None else _ops.add(total, p)
+        else:
+            const[where] = np.asarray(x._data, dt).reshape(-1)
+        start += width
+    if any(not x._rg for x in live):
+        total = _ops.add(total, _leaf(const))
+    r = _ops.reshape(total, out.shape)
+    r._data = out              # the exact values (a sum of puts turns -0.0 into 0.0)
+    return r
+
+
+concat = cat
+concatenate = cat
+
+
+def stack(tensors, dim=0):
+    ts = [_t(x) for x in tensors]
+    if not ts:
+        raise RuntimeError('stack expects a non-empty TensorList')
+    ref = np.shape(ts[0]._data)
+    for i, x in enumerate(ts):
+        if np.shape(x._data) != ref:
+            raise RuntimeError(f'stack expects each tensor to be equal size, but got '
+                               f'{_shape_str(ref)} at entry 0 and {_shape_str(np.shape(x._data))} '
+                               f'at entry {i}')
+    dim = _norm_dim(int(dim), len(ref) + 1, 'stack')
+    return cat([unsqueeze(x, dim) for x in ts], dim)
+
+
+def hstack(tensors):
+    ts = [_t(x) for x in tensors]
+    return cat(ts, 0 if np.ndim(ts[0]._data) == 1 else 1)
+
+
+def vstack(tensors):
+    ts = [_t(x) for x in tensors]
+    return cat([x if np.ndim(x._data) >= 2 else _ops.reshape(x, 1, -1) for x in ts], 0)
