@@ -210,7 +210,40 @@ def sweep_record(tape, k, R, A, grads):
             grads.add(g1, b.size, a.T.astype(g.dtype, copy=False) @ g, meta.in_dtypes[1],
                       owned=True)
         return
-    raise NotImplementedError(f'no large-tensor rule for kind {kind!r} ({rule.name})')
+    _via_kernel(k, R, meta, g, grads)
+
+
+def _via_kernel(k, R, meta, g, grads):
+    """Any other kind: run the compiled kernel's own branch on a private arena.
+
+    The record is re-laid as a small one (its output's gradient, then its
+    inputs', in a local G; its saved arrays in a local V) so the one kernel
+    written for the kind serves big tensors too, at the price of copies.
+    """
+    from ._sweep import kernel
+    op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
+    sizes = [int(np.prod(s)) for s in meta.in_shapes]
+    s0 = sizes[0] if g0 >= 0 else 0
+    s1 = sizes[1] if g1 >= 0 and len(sizes) > 1 else 0
+    LG = np.zeros(n + s0 + s1)
+    LG[:n] = np.ravel(g)
+    parts = [np.ravel(meta.saved[key]) for key in ('a', 'b', 'out') if key in meta.saved]
+    LV = np.concatenate(parts, axis=None, dtype=np.float64) if parts else np.zeros(1)
+    if meta.attrs is not None:
+        LA = np.ascontiguousarray(np.ravel(meta.attrs), dtype=np.int64)
+        ax = 0
+    else:
+        LA = np.zeros(1, np.int64)
+    row = np.array([[op & ~BIG_FLAG, 0, n, n if g0 >= 0 else -1,
+                     n + s0 if g1 >= 0 else -1, 0, ax, x]], dtype=np.int64)
+    reach = np.zeros(n + s0 + s1 + 1, np.uint8)
+    reach[0] = 1
+    if kernel()(row, LG, LV, LA, reach, 0, -1) >= 0:
+        raise NotImplementedError(f'no large-tensor rule for {RULES[op & ~BIG_FLAG].name}')
+    if g0 >= 0:
+        grads.add(g0, s0, LG[n:n + s0], meta.in_dtypes[0], owned=False)
+    if g1 >= 0:
+        grads.add(g1, s1, LG[n + s0:n + s0 + s1], meta.in_dtypes[1], owned=False)
 
 
 def v_size(meta):

@@ -1,0 +1,110 @@
+"""The large-tensor path (tape/_big.py): records over tensors of BIG or more
+elements are swept in NumPy / chunked Numba kernels instead of the arenas.
+
+Each case runs at a size above the threshold and is compared with the same
+graph at a small size semantics-wise (values against PyTorch when installed,
+and always against the float64 small path by splitting the input)."""
+import numpy as np
+import pytest
+
+import tape
+from tape._big import BIG, CHUNK
+
+rng = np.random.default_rng(7)
+ROWS = BIG // 64 + 38          # ROWS x 100 elements is above BIG, not a multiple of CHUNK
+
+
+def setitem_case(m, x):
+    y = x * 2
+    y[::2] = 0.0
+    return (y * x).sum()
+
+
+CASES = [
+    ('chain', lambda m, x: (x ** 2 * m.exp(x)).sum(), [(ROWS, 100)]),
+    ('chain_mean', lambda m, x: (m.tanh(x) * m.sigmoid(x) - x / 3).mean(), [(ROWS, 100)]),
+    ('broadcast', lambda m, x, b: m.tanh(x * b + b).sum(), [(ROWS, 100), (100,)]),
+    ('mm', lambda m, x, w: m.tanh(x.mm(w)).sum(), [(ROWS, 60), (60, 30)]),
+    ('sum_dim', lambda m, x: (x.sum(1) ** 2).sum() + x.mean(0).sum(), [(ROWS, 100)]),
+    ('slice', lambda m, x: (x[::2, 1:] * x[1::2, :-1]).sum(), [(ROWS, 100)]),
+    ('expand', lambda m, x: (x.expand(ROWS, 100) * 2).pow(2).sum(), [(1, 100)]),
+    ('where', lambda m, x, y: (m.where(x > 0, x, y) ** 2).sum(), [(ROWS, 100), (ROWS, 100)]),
+    ('cumsum', lambda m, x: (x.cumsum(1) ** 2).sum(), [(ROWS, 100)]),
+    ('bmm', lambda m, x, y: m.bmm(x, y).pow(2).sum(), [(8, ROWS // 4, 30), (8, 30, 20)]),
+    ('setitem', setitem_case, [(ROWS, 100)]),
+    ('reused', lambda m, x: ((x * x).sum() + (x * 3).exp().mean()), [(ROWS, 100)]),
+]
+
+
+def _inputs(shapes, dtype=np.float64):
+    return [rng.standard_normal(s).astype(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize('name,fn,shapes', CASES, ids=[c[0] for c in CASES])
+def test_big_matches_torch(name, fn, shapes):
+    torch = pytest.importorskip('torch')
+    arrs = _inputs(shapes)
+    xs = [tape.tensor(a, requires_grad=True) for a in arrs]
+    ys = [torch.tensor(a, requires_grad=True) for a in arrs]
+    out, tout = fn(tape, *xs), fn(torch, *ys)
+    assert max(x._data.size for x in xs) >= BIG or name == 'expand'
+    np.testing.assert_allclose(out.item(), tout.item(), rtol=1e-10)
+    out.backward()
+    tout.backward()
+    for x, y in zip(xs, ys):
+        np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize('name,fn,shapes', CASES[:6], ids=[c[0] for c in CASES[:6]])
+def test_big_compiled_equals_create_graph(name, fn, shapes):
+    arrs = _inputs(shapes)
+    xs = [tape.tensor(a, requires_grad=True) for a in arrs]
+    g_fast = tape.autograd.grad(fn(tape, *xs), xs)
+    g_diff = tape.autograd.grad(fn(tape, *xs), xs, create_graph=True)
+    for a, b in zip(g_fast, g_diff):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_big_float32_gradients_stay_float32():
+    x = tape.tensor(_inputs([(ROWS, 100)], np.float32)[0], requires_grad=True)
+    w = tape.tensor(_inputs([(100, 50)], np.float32)[0], requires_grad=True)
+    tape.tanh(x.mm(w)).sum().backward()
+    assert x.grad.dtype == tape.float32 and w.grad.dtype == tape.float32
+    ref_x = tape.tensor(x.detach().numpy().astype(np.float64), requires_grad=True)
+    ref_w = tape.tensor(w.detach().numpy().astype(np.float64), requires_grad=True)
+    tape.tanh(ref_x.mm(ref_w)).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), ref_w.grad.numpy(), rtol=2e-3, atol=2e-3)
+
+
+def test_chain_spans_several_chunks_and_matches_small_pieces():
+    # the fused chunked run must give what the small (arena) path gives piecewise
+    n = 3 * CHUNK + 5
+    a = rng.standard_normal(n)
+    x = tape.tensor(a, requires_grad=True)
+    (x ** 2 * tape.exp(x) - tape.sin(x)).sum().backward()
+    pieces = []
+    for lo in range(0, n, 4000):
+        p = tape.tensor(a[lo:lo + 4000], requires_grad=True)
+        (p ** 2 * tape.exp(p) - tape.sin(p)).sum().backward()
+        pieces.append(p.grad.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), np.concatenate(pieces), rtol=1e-12, atol=1e-12)
+
+
+def test_big_graph_second_backward_raises_and_retain_works():
+    x = tape.tensor(_inputs([(ROWS, 100)])[0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * x.detach().numpy())
+    with pytest.raises(RuntimeError, match='backward through the graph a second time'):
+        y.backward()
+
+
+def test_hook_on_big_intermediate_sees_and_replaces_gradient():
+    x = tape.tensor(_inputs([(ROWS, 100)])[0], requires_grad=True)
+    y = x * 2
+    seen = []
+    y.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 0 + 1)
+    (y * y).sum().backward()
+    np.testing.assert_allclose(seen[0], 2 * y.detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), np.full(x.shape, 2.0))
