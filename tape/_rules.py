@@ -250,9 +250,28 @@ BY_NAME = {r.name: r for r in RULES}
 if len(BY_NAME) != len(RULES):
     raise ValueError('rule table: two rows share a name')
 OP = {r.name: r.op for r in RULES}
-STRUCTURAL_KINDS = ('sum_all', 'reduce', 'expand', 'identity', 'take', 'put', 'mm', 'python',
-                    'where', 'cumsum', 'cumprod', 'bmm')
+# What a kind keeps in the record's v and a fields (tape/_tape.py has the
+# layout): an offset into V / A (which merging tapes must shift), or a plain
+# number (a size, a float constant's bits).  'saves' marks kinds whose backward
+# reads saved input or output values, which in-place changes must not touch.
+KIND_FIELDS = {
+    #  kind          v is a V offset  a is an A offset  saves values
+    'elementwise': (True, False, True),
+    'sum_all': (False, False, False),
+    'reduce': (False, True, False),
+    'expand': (False, True, False),
+    'identity': (False, False, False),
+    'take': (False, True, False),
+    'put': (False, True, False),
+    'mm': (True, False, True),
+    'python': (False, False, True),       # a indexes Tape.py instead
+    'where': (False, True, False),
+    'cumsum': (False, False, False),
+    'cumprod': (True, False, True),
+    'bmm': (True, False, True),
+}
+STRUCTURAL_KINDS = tuple(k for k in KIND_FIELDS if k != 'elementwise')
 TWO_INPUT_KINDS = ('mm', 'bmm', 'where')     # structural kinds with a second input (field 4)
 for _r in RULES:
-    if _r.kind != 'elementwise' and _r.kind not in STRUCTURAL_KINDS:
+    if _r.kind not in KIND_FIELDS:
         raise ValueError(f'rule {_r.name!r}: unknown kind {_r.kind!r}')

@@ -31,10 +31,6 @@ _I64 = np.int64
 # tape._tape.merge shifts a record's fields by what each kind keeps there:
 # 5 (like take) shifts field a (an offset into A), 7 (like mm) shifts field v
 # (an offset into V) and keeps field a, 4 (like identity) shifts neither.
-# TODO(lead): move these into _tape._KIND_CODE, or derive that table from rules.
-for _kind, _code in (('where', 5), ('cumsum', 4), ('cumprod', 7), ('bmm', 7)):
-    _tp._KIND_CODE.setdefault(_kind, _code)
-
 
 def record_where(name, mask, a, b, out):
     """Record ``out = where(mask, a, b)``; a and b are Tensors (constants get no gradient)."""

@@ -44,7 +44,7 @@ import weakref
 import numpy as np
 
 from ._big import BIG_FLAG
-from ._rules import RULES
+from ._rules import KIND_FIELDS, RULES
 
 REC = 8
 PACK = struct.Struct('8q').pack
@@ -166,10 +166,12 @@ class Tape:
             for slot, at in self.dirty:
                 for k in range(min(at, len(R))):
                     rule = RULES[R[k, 0] & ~BIG_FLAG]
-                    uses = ((R[k, 3] == slot and 'a' in rule.saves) or
-                            (R[k, 4] == slot and 'b' in rule.saves) or
-                            (R[k, 1] == slot and 'out' in rule.saves) or
-                            (rule.kind == 'mm' and slot in (R[k, 3], R[k, 4])))
+                    if rule.kind == 'elementwise':
+                        uses = ((R[k, 3] == slot and 'a' in rule.saves) or
+                                (R[k, 4] == slot and 'b' in rule.saves) or
+                                (R[k, 1] == slot and 'out' in rule.saves))
+                    else:       # structural kinds that save values: any slot they touch
+                        uses = KIND_FIELDS[rule.kind][2] and slot in (R[k, 1], R[k, 3], R[k, 4])
                     if uses:
                         raise RuntimeError(
                             'one of the variables needed for gradient computation has '
@@ -235,8 +237,9 @@ def resolve(t):
     return tape
 
 
-_KIND_CODE = {'elementwise': 0, 'sum_all': 1, 'reduce': 2, 'expand': 3, 'identity': 4,
-              'take': 5, 'python': 6, 'mm': 7, 'put': 8}
+_V_OFFSET = np.array([KIND_FIELDS[r.kind][0] for r in RULES])
+_A_OFFSET = np.array([KIND_FIELDS[r.kind][1] for r in RULES])
+_IS_PYTHON = np.array([r.kind == 'python' for r in RULES])
 
 
 def merge(dst, src):
@@ -249,18 +252,15 @@ def merge(dst, src):
     gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
     R = np.frombuffer(bytes(src.rec), np.int64).reshape(-1, REC).copy()
     isbig = (R[:, 0] & BIG_FLAG) != 0
-    kinds = np.array([_KIND_CODE[RULES[op & ~BIG_FLAG].kind] for op in R[:, 0]], dtype=np.int64)
-    kinds[isbig] = -1       # big records: v indexes tape.big, their attributes live there
+    ops = R[:, 0] & ~BIG_FLAG
     R[:, 1] += gs
     for col in (3, 4):
         R[:, col] = np.where(R[:, col] >= 0, R[:, col] + gs, R[:, col])
-    # v: an offset into V for elementwise ops and mm (reductions keep a size there)
-    R[:, 5] = np.where(np.isin(kinds, (0, 7)), R[:, 5] + vs,
-                       np.where(isbig, R[:, 5] + len(dst.big), R[:, 5]))
-    # a: an offset into A for kinds with index maps, an index into tape.py for
-    # Python records; elementwise ops keep a constant and mm a size there
-    R[:, 6] = np.where(np.isin(kinds, (2, 3, 5, 8)), R[:, 6] + as_,
-                       np.where(kinds == 6, R[:, 6] + len(dst.py), R[:, 6]))
+    # big records: v indexes tape.big and their attributes live there
+    R[:, 5] = np.where(isbig, R[:, 5] + len(dst.big),
+                       np.where(_V_OFFSET[ops], R[:, 5] + vs, R[:, 5]))
+    R[:, 6] = np.where(_IS_PYTHON[ops], R[:, 6] + len(dst.py),
+                       np.where(_A_OFFSET[ops] & ~isbig, R[:, 6] + as_, R[:, 6]))
     dst.rec += R.tobytes()
     for p in src.py:
         p.shift(gs)

@@ -1,0 +1,108 @@
+"""The tape itself: merging tapes, partial release, printing, lifetime of the open tape."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import tape
+from tape import _tape as tp
+
+rng = np.random.default_rng(3)
+
+
+def _fill_open_tape():
+    # push the thread's open tape past ADOPT_LIMIT so the next graph starts a new one
+    z = tape.ones(1, requires_grad=True)
+    for _ in range(tp.ADOPT_LIMIT + 1):
+        z = z * 1.0
+    return z
+
+
+def _graph(m, x, w, b):
+    h = m.tanh(x.mm(w) + b)                           # mm, broadcast, elementwise
+    h = m.where(h > 0, h, h * 0.5)                    # where
+    h = h.cumsum(1) * h.cumprod(0)                    # cumsum, cumprod
+    return (h[:, ::2] ** 2).mean()                    # take, reduce
+
+
+def test_merged_tapes_give_torch_gradients():
+    torch = pytest.importorskip('torch')
+    arrs = [rng.standard_normal(s) for s in [(4, 3), (3, 5), (5,), (4, 3), (3, 5)]]
+    ts = [tape.tensor(a, requires_grad=True) for a in arrs]
+    rs = [torch.tensor(a, requires_grad=True) for a in arrs]
+    keep = _fill_open_tape()
+    y1 = _graph(tape, ts[0], ts[1], ts[2])
+    keep2 = _fill_open_tape()
+    y2 = _graph(tape, ts[3], ts[4], ts[2])
+    assert y1._tape is not y2._tape            # two tapes ...
+    total = y1 * 2 + y2                        # ... merged here
+    assert total._tape is y1._tape or total._tape is y2._tape
+    total.backward()
+    (_graph(torch, rs[0], rs[1], rs[2]) * 2 + _graph(torch, rs[3], rs[4], rs[2])).backward()
+    for t, r in zip(ts, rs):
+        np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-10, atol=1e-12)
+    del keep, keep2
+
+
+def test_merge_keeps_custom_function_and_hooks():
+    class Cube(tape.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 3 * x * x * g
+
+    x = tape.tensor([1.0, 2.0], dtype=tape.float64, requires_grad=True)
+    _fill_open_tape()
+    a = Cube.apply(x)
+    seen = []
+    a.register_hook(lambda g: seen.append(g.numpy().copy()))
+    _fill_open_tape()
+    b = x * 5
+    (a * b).sum().backward()                    # merges b's tape into a's (or back)
+    np.testing.assert_allclose(seen[0], [5.0, 10.0])
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.array([1, 4]) * np.array([5, 10]) + 5 * np.array([1, 8]))
+
+
+def test_graphs_sharing_a_tape_release_separately():
+    x = tape.ones(3, requires_grad=True)
+    y1 = (x * 2).sum()
+    y2 = (x * 3).sum()
+    assert y1._tape is y2._tape                 # both joined the open tape
+    y1.backward()
+    y2.backward()                                # not released by y1's sweep
+    np.testing.assert_allclose(x.grad.numpy(), [5, 5, 5])
+    with pytest.raises(RuntimeError, match='backward through the graph a second time'):
+        y1.backward()
+
+
+def test_tape_prints_its_records():
+    x = tape.ones(2, requires_grad=True)
+    y = (x * 3).exp().sum()
+    text = str(y._tape)
+    assert 'mul_scalar' in text and 'exp' in text and 'sum' in text and 'leaf' in text
+
+
+def test_tape_dies_with_its_tensors_even_if_open():
+    _fill_open_tape()
+    x = tape.ones(2, requires_grad=True)
+    y = (x * 2).sum()
+    ref = weakref.ref(y._tape)
+    del y
+    assert ref() is None                         # refcounting alone frees it
+
+
+def test_inplace_change_of_saved_non_leaf_names_the_op():
+    x = tape.ones(3, requires_grad=True)
+    h = x * 2
+    y = (h.cumprod(0)).sum()                    # cumprod saves h
+    with tape.no_grad():
+        pass
+    h.add_(1)
+    with pytest.raises(RuntimeError, match='modified by an inplace operation.*Cumprod'):
+        y.backward()
