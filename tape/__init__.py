@@ -323,7 +323,8 @@ def _bind():
 
         def f(a, other=None, *, alpha=None):
             # fast path: an optimizer-style update outside the graph
-            if a._tape is None and alpha is None and not (a._rg and grad_mode.enabled):
+            if a._tape is None and alpha is None and a._extra is None \
+                    and not (a._rg and grad_mode.enabled):
                 t = type(other)
                 if t is Tensor and not (other._rg and grad_mode.enabled):
                     od = other._data
@@ -349,7 +350,8 @@ def _bind():
 
     def zero_(a):
         d = a._data
-        if a._tape is None and type(d) is np.ndarray and not (a._rg and grad_mode.enabled):
+        if a._tape is None and type(d) is np.ndarray and a._extra is None \
+                and not (a._rg and grad_mode.enabled):
             d.fill(0)
             if a._vbox is not None:
                 a._vbox[0] += 1

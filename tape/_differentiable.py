@@ -190,10 +190,11 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     if tape is not None:
         if any(o._tape is tape and tape.is_dead(o._rec) for o in outputs):
             raise RuntimeError(SECOND_BACKWARD)
-        if tape.epoch != _ops._tp.inplace_epoch[0]:
-            tape.check_versions()
         R, V, A = pack(tape)
         RF = R.view(np.float64)
+        if tape.epoch != _ops._tp.inplace_epoch[0]:
+            # conservatively, every record counts (before the sweep appends its own)
+            tape.check_versions(R, np.ones(tape.gpos, np.uint8))
         leaf_of = {}
         for leaf, s in tape.leaves:
             leaf_of.setdefault(s, leaf)

@@ -202,7 +202,7 @@ def _record_binary(op, a, b, out):
         bd = np.broadcast_to(bd, shape)
     if n >= BIG:
         for t in (a, b):
-            if t._tape is None and not t._rg and _SAVES[op] & 3:
+            if t._tape is None and _SAVES[op] & 3:
                 tape.save_box(t)
         return _big_record(tape, op, out, n, g0, g1,
                            BigRecord(_saved_dict(op, ad, bd, out), out, (ad, bd)))
@@ -215,12 +215,12 @@ def _record_binary(op, a, b, out):
         if sv & 1:
             saved.append(ad)
             v += n
-            if a._tape is None and not a._rg:
+            if a._tape is None:
                 tape.save_box(a)
         if sv & 2:
             saved.append(bd)
             v += n
-            if b._tape is None and not b._rg:
+            if b._tape is None:
                 tape.save_box(b)
         if sv & 4:
             saved.append(out)
@@ -242,7 +242,7 @@ def _record_unary(op, a, out, const=None):
         g0 = a._goff
     n = out.size
     if n >= BIG:
-        if a._tape is None and not a._rg and _SAVES[op] & 1:
+        if a._tape is None and _SAVES[op] & 1:
             tape.save_box(a)
         return _big_record(tape, op, out, n, g0, -1,
                            BigRecord(_saved_dict(op, a._data, None, out), out, (a._data,)),
@@ -255,7 +255,7 @@ def _record_unary(op, a, out, const=None):
     if sv & 1:
         saved.append(a._data)
         v += n
-        if a._tape is None and not a._rg:
+        if a._tape is None:
             tape.save_box(a)
     if sv & 4:
         saved.append(out)
@@ -396,12 +396,12 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 if b_saves & 1:
                     saved.append(ad)
                     v += n
-                    if ta is None and not a._rg:
+                    if ta is None:
                         tape.save_box(a)
                 if b_saves & 2:
                     saved.append(bd)
                     v += n
-                    if tbb is None and not b._rg:
+                    if tbb is None:
                         tape.save_box(b)
                 if b_saves & 4:
                     saved.append(out)
@@ -807,8 +807,8 @@ def mm(a, b):
         r = _record_struct(OP['mm'], a, out, x=k, saved=(ad, bd), b=b, ax=m)
         tape = r._tape
         for x in (a, b):
-            if x._tape is None and not x._rg:
-                tape.save_box(x)
+            if x._tape is None:
+                tape.save_box(x, r._rec)
         return r
     return _leaf(out)
 
@@ -890,6 +890,14 @@ def inplace(a, name, other=None, alpha=None):
     if tape is not None:
         # records made so far that saved a's data by reference now see new values
         tape.dirty = (tape.dirty or []) + [(a._goff, tape.n)]
+    elif a._extra is not None and 'alias_of' in a._extra:
+        ref, slot = a._extra['alias_of']      # a detached view of a graph tensor
+        alias_tape = ref()
+        while alias_tape is not None and alias_tape.alias is not None:   # merged since
+            slot += alias_tape.gshift
+            alias_tape = alias_tape.alias
+        if alias_tape is not None:
+            alias_tape.dirty = (alias_tape.dirty or []) + [(slot, alias_tape.n)]
     if grad_mode.enabled and (a._tape is not None or (isinstance(other, Tensor) and other._rg)):
         # the in-place op enters the graph: record it out of place on a snapshot
         # of a, then rebind a to the new record's slot

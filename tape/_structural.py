@@ -81,6 +81,6 @@ def record_bmm(a, b, out):
                        saved=(a._data, b._data), b=b)
     tape = r._tape
     for x in (a, b):
-        if x._tape is None and not x._rg:
-            tape.save_box(x)
+        if x._tape is None:
+            tape.save_box(x, r._rec)
     return r

@@ -13,7 +13,11 @@ which is the "clone" of the tape's mutable state).
 import numpy as np
 
 from ._big import BIG, BIG_FLAG, Grads, sweep_chain, sweep_record
-from ._rules import RULES
+from ._rules import KIND_FIELDS, RULES
+
+# per opcode: does the record's backward read saved values?
+_SAVING = np.array([bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.kind][2]
+                    for r in RULES])
 from ._tape import REC, inplace_epoch, resolve
 from ._tensor import Tensor, _leaf
 
@@ -119,8 +123,6 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
         for r in roots:
             if r._tape is tape and tape.is_dead(r._rec):
                 raise RuntimeError(SECOND_BACKWARD)
-    if tape.epoch != inplace_epoch[0]:
-        tape.check_versions()
     R, V, A = pack(tape)
     # np.zeros is calloc: cheap for small arenas, lazily zeroed pages for big ones
     G = np.zeros(tape.gpos)
@@ -160,6 +162,8 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
         mask = tape.dead_mask()
         if np.any(mask & reach[R[:len(mask), 1]]):
             raise RuntimeError(SECOND_BACKWARD)
+    if tape.epoch != inplace_epoch[0]:      # something changed in place since recording
+        tape.check_versions(R, reach)
     result = None
     if inputs is not None:
         result = [_grad_of(tape, x, store) for x in inputs]
@@ -186,39 +190,36 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
 
 
 def release(tape, reach, R):
-    """Mark the records a sweep used as freed; free the buffers once all are.
+    """Free what the sweep's records saved, as PyTorch frees saved tensors.
 
-    Only the records the sweep reached die, as in PyTorch: another graph
+    Only records that save values die (a second sweep through, say, an add is
+    allowed, as in PyTorch), and only those the sweep reached: another graph
     sharing the tape can still be swept.  Records appended later keep their
-    offsets into V and A: ``tape.freed`` remembers how much was dropped, and
-    ``pack`` pads with zeros for it.
+    offsets into V: ``tape.freed`` remembers how much was dropped, and ``pack``
+    pads with zeros for it.  Index maps (A) and leaves are metadata, kept.
     """
     tape.released = True
     tape.packed = None
+    saving = _SAVING[R[:, 0] & ~BIG_FLAG]
     if np.count_nonzero(reach) == tape.n + len(tape.leaves) + tape.xslots:
-        # every slot reached (the usual case): every record was used
-        tape.dead_upto = tape.n
-        tape.dead = None
+        used = saving                   # every slot reached (the usual case)
     else:
-        mask = tape.dead_mask()
-        used = reach[R[:, 1]]
-        dead = used if mask is None else (mask | used)
-        if not dead.all():
-            tape.dead = dead
-            tape.dead_upto = 0
-            return
-        tape.dead_upto = tape.n
-        tape.dead = None
-    # every record is dead: free the buffers
-    tape.freed = (tape.vpos, tape.apos)
-    tape.saved = []
-    tape.attrs = []
-    # let go of the leaves too; a later use gives them fresh slots
-    for leaf, _ in tape.leaves:
-        if leaf._rec == tape.serial:
-            leaf._rec = 0
-    tape.leaves = []
-    tape.leafmap = {}
+        used = saving & (reach[R[:, 1]] != 0)
+    mask = tape.dead_mask()
+    dead = used.astype(np.uint8) if mask is None else (mask | used)
+    tape.dead = dead
+    tape.dead_upto = 0
+    if (dead | ~saving).all():
+        # every record that saved something is dead: free the buffers
+        tape.freed = (tape.vpos, 0)
+        tape.saved = []
+        for meta in tape.big:
+            meta.saved = {}
+        for p in tape.py:
+            ctx = getattr(p, 'ctx', None)
+            if ctx is not None:
+                ctx._released = True
+                ctx._saved = ()
 
 
 def _grad_of(tape, x, store):

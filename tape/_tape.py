@@ -69,6 +69,7 @@ grad_mode = _GradMode()
 # live graph can keep alive by sharing a tape, and what a backward of one
 # graph pays to pack the records of the others.
 ADOPT_LIMIT = 64
+ADOPT_VALUES = 1 << 16      # ... and while it holds fewer saved values than this
 
 # Bumped by every in-place change of a tensor's storage; a tape whose epoch
 # matches it needs no version check at backward.
@@ -123,9 +124,6 @@ class Tape:
             self.gpos += t._data.size
             self.leafmap[id(t)] = slot
             self.leaves.append((t, slot))
-            # the leaf's version now stands for every later save of it on this
-            # tape (saves do not record their own: that keeps recording cheap)
-            self.save_box(t)
         t._rec = self.serial      # a leaf caches its last tape's serial...
         t._goff = slot            # ...and its slot there
         return slot
@@ -136,47 +134,46 @@ class Tape:
         self.apos += len(arr)
         return off
 
-    def save_box(self, t):
-        """Remember the version of ``t`` (a leaf or constant) whose data is saved.
-
-        Leaves that require grad are covered once, when they join the tape;
-        constants once per saving record.  A leaf changed in place between two
-        of its uses in one graph is therefore reported even if only the later
-        use saved it (PyTorch would not complain); the cost of a per-save record
-        on the hottest path is why.
-        """
+    def save_box(self, t, rec=None):
+        """Remember the version of ``t`` (a leaf or constant) whose data record
+        ``rec`` (default: the one about to be appended) saves.  Non-leaves are
+        tracked by slot instead, see ``dirty``."""
         box = t._vbox
         if box is None:
             box = t._vbox = [0]
         self.boxes.append(box)
-        self.versions.append(box[0])
+        self.versions.append((box[0], self.n if rec is None else rec))
 
-    def check_versions(self):
-        """Raise if a saved tensor was changed in place since it was saved."""
-        if self.epoch == inplace_epoch[0]:
-            return
-        for i, box in enumerate(self.boxes):
-            if box[0] != self.versions[i]:
+    def check_versions(self, R, reach):
+        """Raise if a tensor saved by a record this sweep used was changed in place.
+
+        Called after the sweep (and before anything is delivered), so records
+        of other graphs on the tape, which the sweep did not reach, do not count.
+        """
+        for box, (version, k) in zip(self.boxes, self.versions):
+            if box[0] != version and k < len(R) and reach[R[k, 1]]:
                 raise RuntimeError(
                     'one of the variables needed for gradient computation has been '
-                    'modified by an inplace operation: a saved tensor is at version '
-                    f'{box[0]}; expected version {self.versions[i]} instead.')
-        if self.dirty:
-            R = np.frombuffer(bytes(self.rec), np.int64).reshape(-1, REC)
-            for slot, at in self.dirty:
-                for k in range(min(at, len(R))):
-                    rule = RULES[R[k, 0] & ~BIG_FLAG]
-                    if rule.kind == 'elementwise':
-                        uses = ((R[k, 3] == slot and 'a' in rule.saves) or
-                                (R[k, 4] == slot and 'b' in rule.saves) or
-                                (R[k, 1] == slot and 'out' in rule.saves))
-                    else:       # structural kinds that save values: any slot they touch
-                        uses = KIND_FIELDS[rule.kind][2] and slot in (R[k, 1], R[k, 3], R[k, 4])
-                    if uses:
-                        raise RuntimeError(
-                            'one of the variables needed for gradient computation has '
-                            'been modified by an inplace operation: the tensor saved by '
-                            f'{rule.node} (record {k}) was changed after it was saved.')
+                    f'modified by an inplace operation: the tensor saved by '
+                    f'{RULES[R[k, 0] & ~BIG_FLAG].node} (record {k}) is at version '
+                    f'{box[0]}; expected version {version} instead. Hint: the tensor was '
+                    'changed in place after the op used it; change a copy (clone()) instead.')
+        for slot, at in self.dirty or ():
+            for k in range(min(at, len(R))):
+                if not reach[R[k, 1]]:
+                    continue
+                rule = RULES[R[k, 0] & ~BIG_FLAG]
+                if rule.kind == 'elementwise':
+                    uses = ((R[k, 3] == slot and 'a' in rule.saves) or
+                            (R[k, 4] == slot and 'b' in rule.saves) or
+                            (R[k, 1] == slot and 'out' in rule.saves))
+                else:       # structural kinds that save values: any slot they touch
+                    uses = KIND_FIELDS[rule.kind][2] and slot in (R[k, 1], R[k, 3], R[k, 4])
+                if uses:
+                    raise RuntimeError(
+                        'one of the variables needed for gradient computation has '
+                        'been modified by an inplace operation: the tensor saved by '
+                        f'{rule.node} (record {k}) was changed after it was saved.')
 
     def dead_mask(self):
         """uint8 per record, 1 where dead (None when nothing is)."""
@@ -219,7 +216,7 @@ def open_tape():
     if ref is not None:
         tape = ref()
         if tape is not None and not tape.released and tape.n < ADOPT_LIMIT \
-                and tape.alias is None:
+                and tape.vpos < ADOPT_VALUES and not tape.big and tape.alias is None:
             return tape
     tape = Tape()
     grad_mode.open_tape = weakref.ref(tape)
@@ -285,7 +282,7 @@ def merge(dst, src):
     dst.xslots += src.xslots
     dst.big.extend(src.big)
     dst.boxes.extend(src.boxes)
-    dst.versions.extend(src.versions)
+    dst.versions.extend((ver, k + rs) for ver, k in src.versions)
     dst.epoch = min(dst.epoch, src.epoch)
     if src.dirty:
         dst.dirty = (dst.dirty or []) + [(s + gs, at + rs) for s, at in src.dirty]

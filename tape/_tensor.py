@@ -10,44 +10,139 @@ serial number).  Keeping the object this small is what keeps recording cheap.
 arithmetic about ten times faster.  Anything that needs real storage (``.data``,
 in-place ops) first turns it into a 0-d array.
 """
+import math
+
 import numpy as np
 
 from . import _tape as _tp
+from ._dtypes import default_dtype as _default_dtype
 
 _np_scalar_types = (np.floating, np.integer, np.bool_)
 
 
-def _fmt_data(d):
-    a = np.asarray(d)
-    if a.dtype.kind == 'f':
-        finite = a[np.isfinite(a)] if a.size else a
-        integral = finite.size == 0 or bool(np.all(finite == np.round(finite)))
-        big = finite.size and (np.max(np.abs(finite)) >= 1e8 or
-                               (np.min(np.abs(finite[finite != 0])) < 1e-4
-                                if np.any(finite != 0) else False))
-        if integral and not big:
-            opts = dict(precision=0, floatmode='fixed')
-        elif big:
-            opts = dict(precision=4, floatmode='fixed', suppress_small=False)
-            return np.array2string(a, separator=', ', prefix='tensor(',
-                                   formatter={'float_kind': lambda v: f'{v:.4e}'})
+# Printing follows torch/_tensor_str.py with its default options.
+_PRECISION, _THRESHOLD, _EDGEITEMS, _LINEWIDTH = 4, 1000, 3, 80
+
+
+class _Formatter:
+    """torch's ``_Formatter``: one element format and width for a whole tensor."""
+
+    def __init__(self, a):
+        self.floating = a.dtype.kind in 'fc'
+        self.int_mode = True
+        self.sci_mode = False
+        self.max_width = 1
+        flat = a.reshape(-1)
+        if not self.floating:
+            for v in flat.tolist():
+                self.max_width = max(self.max_width, len(f'{v}'))
+            return
+        vals = flat[np.isfinite(flat) & (flat != 0)]
+        if vals.size == 0:
+            return
+        mags = np.abs(vals.astype(np.float64))
+        lo, hi = float(mags.min()), float(mags.max())
+        vals = vals.tolist()
+        for v in vals:
+            if v != math.ceil(v):
+                self.int_mode = False
+                break
+        self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        if self.sci_mode:
+            fmt, extra = f'{{:.{_PRECISION}e}}', 0
+        elif self.int_mode:
+            fmt, extra = '{:.0f}', 1
         else:
-            opts = dict(precision=4, floatmode='fixed')
-        s = np.array2string(a, separator=', ', prefix='tensor(', **opts)
-        if integral and not big:
-            s = s.replace('.,', '.,')  # numpy prints "1." already
-        return s
-    if a.dtype.kind == 'b':
-        return np.array2string(a, separator=', ', prefix='tensor(',
-                               formatter={'bool': lambda v: 'True' if v else 'False'})
-    return np.array2string(a, separator=', ', prefix='tensor(')
+            fmt, extra = f'{{:.{_PRECISION}f}}', 0
+        self.max_width = max(len(fmt.format(v)) for v in vals) + extra
+
+    def format(self, v):
+        if self.floating:
+            if self.sci_mode:
+                s = f'{{:{self.max_width}.{_PRECISION}e}}'.format(v)
+            elif self.int_mode:
+                s = f'{v:.0f}'
+                if not (math.isinf(v) or math.isnan(v)):
+                    s += '.'
+            else:
+                s = f'{{:.{_PRECISION}f}}'.format(v)
+        else:
+            s = f'{v}'
+        return (self.max_width - len(s)) * ' ' + s
+
+
+def _summarized(a):
+    """torch's ``get_summarized_data``: the edge items every dimension keeps."""
+    if a.ndim == 0:
+        return a
+    e = _EDGEITEMS
+    if a.ndim == 1:
+        return np.concatenate((a[:e], a[-e:])) if a.shape[0] > 2 * e else a
+    rows = list(range(e)) + list(range(a.shape[0] - e, a.shape[0])) \
+        if a.shape[0] > 2 * e else range(a.shape[0])
+    return np.stack([_summarized(a[i]) for i in rows])
+
+
+def _vector_str(a, indent, summarize, fmt):
+    per_line = max(1, math.floor((_LINEWIDTH - indent) / (fmt.max_width + 2)))
+    e = _EDGEITEMS
+    if summarize and a.shape[0] > 2 * e:
+        data = ([fmt.format(v) for v in a[:e].tolist()] + [' ...']
+                + [fmt.format(v) for v in a[-e:].tolist()])
+    else:
+        data = [fmt.format(v) for v in a.tolist()]
+    lines = [', '.join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    return '[' + (',\n' + ' ' * (indent + 1)).join(lines) + ']'
+
+
+def _nd_str(a, indent, summarize, fmt):
+    if a.ndim == 0:
+        return fmt.format(a.item())
+    if a.ndim == 1:
+        return _vector_str(a, indent, summarize, fmt)
+    e, n = _EDGEITEMS, a.shape[0]
+    if summarize and n > 2 * e:
+        slices = ([_nd_str(a[i], indent + 1, summarize, fmt) for i in range(e)] + ['...']
+                  + [_nd_str(a[i], indent + 1, summarize, fmt) for i in range(n - e, n)])
+    else:
+        slices = [_nd_str(a[i], indent + 1, summarize, fmt) for i in range(n)]
+    return '[' + (',' + '\n' * (a.ndim - 1) + ' ' * (indent + 1)).join(slices) + ']'
+
+
+def _fmt_data(d, indent=7):
+    """The body of ``repr`` as torch's ``_tensor_str`` prints it (indent: ``tensor(``)."""
+    a = np.asarray(d)
+    if a.size == 0:
+        return '[]'
+    summarize = a.size > _THRESHOLD
+    return _nd_str(a, indent, summarize, _Formatter(_summarized(a) if summarize else a))
+
+
+def _add_suffixes(s, suffixes, indent):
+    """torch's ``_add_suffixes``: each suffix after ", " unless the line would pass 80.
+
+    Lengths are measured as torch spells the suffix (``dtype=torch.float64``, one
+    character longer than ``dtype=tape.float64``) so lines break where torch's do.
+    """
+    out = [s]
+    last = len(s) - s.rfind('\n') + 1
+    for suffix in suffixes:
+        n = len(suffix) + suffix.startswith('dtype=tape.')
+        if last + n + 2 > _LINEWIDTH:
+            out.append(',\n' + ' ' * indent + suffix)
+            last = indent + n
+        else:
+            out.append(', ' + suffix)
+            last += n + 2
+    out.append(')')
+    return ''.join(out)
 
 
 DTYPE_NAMES = {np.dtype(np.float32): 'tape.float32', np.dtype(np.float64): 'tape.float64',
                np.dtype(np.int64): 'tape.int64', np.dtype(np.int32): 'tape.int32',
                np.dtype(np.bool_): 'tape.bool', np.dtype(np.float16): 'tape.float16',
                np.dtype(np.uint8): 'tape.uint8'}
-_DEFAULT_SHOWN = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
+_INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 
 
 class Tensor:
@@ -168,6 +263,11 @@ class Tensor:
         if self._vbox is None:
             self._vbox = [0]
         t._vbox = self._vbox
+        if self._tape is not None:
+            # an in-place change through the detached alias must reach the
+            # graph's in-place check, which tracks non-leaves by slot
+            import weakref
+            t._extra = {'alias_of': (weakref.ref(self._tape), self._goff)}
         return t
 
     def detach_(self):
@@ -264,18 +364,20 @@ class Tensor:
 
     def __repr__(self):
         d = self._data
-        body = _fmt_data(d)
-        extras = []
-        if d.size == 0 and d.ndim != 1:
-            extras.append(f'size={tuple(d.shape)}')
-        if d.dtype not in _DEFAULT_SHOWN:
-            extras.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
+        suffixes = []
+        if d.size == 0:
+            # torch shows the shape unless it is (0,), and any non-default dtype
+            if d.ndim != 1:
+                suffixes.append(f'size={tuple(d.shape)}')
+            if d.dtype != _default_dtype[0]:
+                suffixes.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
+        elif d.dtype not in (_default_dtype[0], _INT64, _BOOL):
+            suffixes.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
         if self._tape is not None:
-            extras.append(f'grad_fn=<{self.grad_fn.name()}>')
+            suffixes.append(f'grad_fn=<{self.grad_fn.name()}>')
         elif self._rg:
-            extras.append('requires_grad=True')
-        sep = ',\n       ' if '\n' in body else ', '
-        return 'tensor(' + body + ''.join(sep + e for e in extras) + ')'
+            suffixes.append('requires_grad=True')
+        return _add_suffixes('tensor(' + _fmt_data(d), suffixes, 7)
 
     __str__ = __repr__
 

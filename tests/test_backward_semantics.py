@@ -166,9 +166,6 @@ def test_retain_graph_then_different_seed():
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG: PyTorch only raises on a second backward when a node needs a freed saved tensor; '
-    'a graph of add/sum (nothing saved) can be swept again. tape releases every graph.'))
 def test_second_backward_without_saved_tensors_matches_torch():
     x = t64([1.0, 2.0], True)
     y = (x + 1).sum()
@@ -504,9 +501,6 @@ def test_modifying_through_detach_is_detected():
         y.backward()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG: an in-place change through detach() of a NON-leaf saved for backward '
-    '(exp saves its output) is not detected; backward silently uses the new values'))
 def test_modifying_saved_result_through_detach_is_detected():
     w = t64([1.0, 2.0], True)
     e = w.exp()
@@ -571,14 +565,8 @@ def test_mixed_dtype_graph_gives_leaf_dtype_grads():
 
 # In-place updates of leaves under no_grad must only break graphs that SAVED
 # the old values (PyTorch checks the version of each saved tensor).
-_SPURIOUS_VERSION_BUG = (
-    'BUG: an in-place change of a leaf under no_grad makes backward raise "modified by an '
-    'inplace operation" for graphs that never saved the leaf\'s values, and for graphs built '
-    'AFTER the change when an older graph shares the open tape; torch only checks the '
-    'tensors each reached node saved')
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=_SPURIOUS_VERSION_BUG)
 @pytest.mark.parametrize('fn', [lambda w: w + 1, lambda w: w * 3, lambda w: w.exp(),
                                 lambda w: w.tanh(), lambda w: w.sigmoid()],
                          ids=['add', 'mul_scalar', 'exp', 'tanh', 'sigmoid'])
@@ -595,7 +583,6 @@ def test_inplace_on_unsaved_leaf_does_not_break_backward(fn, torch_or_skip):
     np.testing.assert_allclose(got[0], got[1], rtol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=_SPURIOUS_VERSION_BUG)
 def test_update_between_backward_of_two_losses():
     w = t64([1.0, 2.0], True)
     loss1 = (w * w).sum()
@@ -607,7 +594,6 @@ def test_update_between_backward_of_two_losses():
     np.testing.assert_allclose(w.grad.numpy(), [5.0, 7.0])
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=_SPURIOUS_VERSION_BUG)
 def test_graph_built_after_update_is_not_stale():
     w = t64([1.0, 2.0], True)
     kept = (w * w).sum()                 # an older graph, still alive, never swept
@@ -620,11 +606,6 @@ def test_graph_built_after_update_is_not_stale():
         kept.backward()                  # the old graph did save the old values
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    'BUG: graphs that start from leaves share the thread\'s open tape, and version checks '
-    'are per tape: once a live graph has a stale saved leaf (its backward correctly raised), '
-    'every unrelated graph recorded onto the same tape raises "modified by an inplace '
-    'operation" too'))
 def test_stale_graph_does_not_poison_unrelated_graphs():
     w = t64([1.0, 2.0], True)
     y = (w * w).sum()

@@ -249,11 +249,6 @@ def test_retain_graph_keeps_saved_buffers_until_the_graph_dies(no_gc):
     assert saved() is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG (design trade-off): an unrelated graph that starts from leaves joins the live '
-    '"open tape" of an earlier graph, so the earlier graph\'s saved buffers stay alive '
-    'after all its tensors die, for as long as the unrelated graph lives (bounded by '
-    'ADOPT_LIMIT records, not by bytes). PyTorch frees them at once.'))
 def test_dead_graph_buffers_not_kept_by_unrelated_live_graph(no_gc):
     x = tape.tensor(np.linspace(0, 1, 1_000_000), requires_grad=True)
     h = x.exp()                                # 8 MB saved by graph A

@@ -34,9 +34,6 @@ def test_variable_add_sum_backward():
         assert c.grad is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG: multi-line repr puts ", requires_grad=True"/", grad_fn=..." on a new line; '
-    'the seed (and torch) keep it after "]]"'))
 def test_variable_repr_as_printed_in_seed():
     a = V(t.ones(3, 4), requires_grad=True)
     assert repr(a) == ('tensor([[1., 1., 1., 1.],\n'
