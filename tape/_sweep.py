@@ -13,12 +13,8 @@ which is the "clone" of the tape's mutable state).
 import numpy as np
 
 from ._big import BIG, BIG_FLAG, Grads, sweep_chain, sweep_record
-from ._rules import KIND_FIELDS, RULES
-
-# per opcode: does the record's backward read saved values?
-_SAVING = np.array([bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.kind][2]
-                    for r in RULES])
-from ._tape import REC, inplace_epoch, resolve
+from ._rules import RULES
+from ._tape import REC, SAVING, inplace_epoch, resolve
 from ._tensor import Tensor, _leaf
 
 SECOND_BACKWARD = (
@@ -200,26 +196,29 @@ def release(tape, reach, R):
     """
     tape.released = True
     tape.packed = None
-    saving = _SAVING[R[:, 0] & ~BIG_FLAG]
     if np.count_nonzero(reach) == tape.n + len(tape.leaves) + tape.xslots:
-        used = saving                   # every slot reached (the usual case)
+        # every slot reached (the usual case): every saving record is dead now
+        tape.dead_upto = tape.n
+        tape.dead = None
     else:
+        saving = SAVING[R[:, 0] & ~BIG_FLAG]
         used = saving & (reach[R[:, 1]] != 0)
-    mask = tape.dead_mask()
-    dead = used.astype(np.uint8) if mask is None else (mask | used)
-    tape.dead = dead
-    tape.dead_upto = 0
-    if (dead | ~saving).all():
-        # every record that saved something is dead: free the buffers
-        tape.freed = (tape.vpos, 0)
-        tape.saved = []
-        for meta in tape.big:
-            meta.saved = {}
-        for p in tape.py:
-            ctx = getattr(p, 'ctx', None)
-            if ctx is not None:
-                ctx._released = True
-                ctx._saved = ()
+        mask = tape.dead_mask()
+        dead = used.astype(np.uint8) if mask is None else (mask | used)
+        tape.dead = dead
+        tape.dead_upto = 0
+        if not (dead | ~saving).all():
+            return
+    # every record that saved something is dead: free the buffers
+    tape.freed = (tape.vpos, 0)
+    tape.saved = []
+    for meta in tape.big:
+        meta.saved = {}
+    for p in tape.py:
+        ctx = getattr(p, 'ctx', None)
+        if ctx is not None:
+            ctx._released = True
+            ctx._saved = ()
 
 
 def _grad_of(tape, x, store):

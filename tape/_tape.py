@@ -176,18 +176,25 @@ class Tape:
                         f'{rule.node} (record {k}) was changed after it was saved.')
 
     def dead_mask(self):
-        """uint8 per record, 1 where dead (None when nothing is)."""
+        """uint8 per record, 1 where dead (None when nothing is).
+
+        A record is dead once a sweep without retain_graph used it and it saves
+        values; ``dead_upto`` says that of every saving record below it (the
+        usual, cheap case), the array ``dead`` of individual records."""
         if self.dead is None and not self.dead_upto:
             return None
         mask = np.zeros(self.n, np.uint8)
         if self.dead is not None:
             mask[:len(self.dead)] = self.dead
-        mask[:self.dead_upto] = 1
+        if self.dead_upto:
+            ops = np.frombuffer(self.rec, np.int64)[0:self.dead_upto * REC:REC]
+            mask[:self.dead_upto] |= SAVING[ops & ~BIG_FLAG]
         return mask
 
     def is_dead(self, k):
-        return k < self.dead_upto or (self.dead is not None and k < len(self.dead)
-                                      and bool(self.dead[k]))
+        if k < self.dead_upto and SAVING[_UNPACK(self.rec, k * 8 * REC)[0] & ~BIG_FLAG]:
+            return True
+        return self.dead is not None and k < len(self.dead) and bool(self.dead[k])
 
     def record(self, k):
         """Record k as a tuple of its 8 fields."""
@@ -234,6 +241,9 @@ def resolve(t):
     return tape
 
 
+# per opcode: does the record's backward read saved values?
+SAVING = np.array([bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.kind][2]
+                   for r in RULES])
 _V_OFFSET = np.array([KIND_FIELDS[r.kind][0] for r in RULES])
 _A_OFFSET = np.array([KIND_FIELDS[r.kind][1] for r in RULES])
 _IS_PYTHON = np.array([r.kind == 'python' for r in RULES])
