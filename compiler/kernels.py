@@ -116,3 +116,10 @@ def erf_array(x):
     for i in range(x.size):
         out[i] = math.erf(x[i])
     return out
+
+
+@njit(cache=True)
+def accumulate(dst, G, start):
+    """dst += G[start : start + dst.size] (a leaf's .grad from the arena)."""
+    for i in range(dst.shape[0]):
+        dst[i] += G[start + i]

@@ -22,7 +22,7 @@ from . import _ops
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor, Size, _leaf
 from . import autograd
-from ._sweep import run as _run
+from ._sweep import run_scalar as _run_scalar
 
 __version__ = '0.1.0'
 
@@ -371,7 +371,7 @@ def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
     """Accumulate d(self)/d(leaf) into each leaf's ``.grad``; see ``tape.autograd.backward``."""
     if gradient is None and not create_graph and inputs is None and self._tape is not None \
             and self._data.size == 1:
-        _run((self,), (1.0,), True if retain_graph else False)   # the usual loss.backward()
+        _run_scalar(self, True if retain_graph else False)   # the usual loss.backward()
         return
     autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 

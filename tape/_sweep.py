@@ -185,6 +185,76 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     return result
 
 
+def run_scalar(root, retain_graph):
+    """``loss.backward()`` for a one-element non-leaf: ``run`` without its generality.
+
+    The common case of every training step, so every call saved here counts.
+    """
+    tape = root._tape
+    if tape.alias is not None:
+        tape = resolve(root)
+    if tape.hooks is not None:
+        return run((root,), (1.0,), retain_graph)
+    dead = tape.dead is not None or tape.dead_upto
+    if dead and tape.is_dead(root._rec):
+        raise RuntimeError(SECOND_BACKWARD)
+    R, V, A = pack(tape)
+    G = np.zeros(tape.gpos)
+    reach = np.zeros(tape.gpos, np.uint8)
+    G[root._goff] = 1.0
+    reach[root._goff] = 1
+    sweep = _kernel or kernel()
+    store = None
+    k = sweep(R, G, V, A, reach, root._rec, -1)
+    while k >= 0:
+        if store is None:
+            store = Grads(G, reach)
+        k = _python_record(tape, k, R, G, V, A, reach, store) - 1
+        if k >= 0:
+            k = sweep(R, G, V, A, reach, k, -1)
+    if dead:
+        mask = tape.dead_mask()
+        if np.any(mask & reach[R[:len(mask), 1]]):
+            raise RuntimeError(SECOND_BACKWARD)
+    if tape.epoch != inplace_epoch[0]:
+        tape.check_versions(R, reach)
+    for leaf, s in tape.leaves:
+        if reach[s]:
+            d = leaf._data
+            size = d.size
+            if size >= BIG or leaf._extra is not None:
+                g = G[s:s + size] if size < BIG else (store.get(s, size) if store else None)
+                if g is None:
+                    continue
+                if leaf._extra is not None and leaf._extra.get('hooks'):
+                    g = _leaf_hooks(leaf, g)
+                    if g is None:
+                        continue
+                _accumulate(leaf, g, owned=size >= BIG)
+                continue
+            cur = leaf._grad
+            if cur is None:
+                leaf._grad = _leaf(G[s:s + size].astype(d.dtype).reshape(d.shape))
+            else:
+                cd = cur._data
+                if type(cd) is np.ndarray and cd.flags.c_contiguous and cd.flags.writeable \
+                        and cd.size == size:
+                    _acc_kernel(cd.reshape(-1), G, s)
+                else:
+                    _accumulate(leaf, G[s:s + size])
+    if retain_graph:
+        tape.packed = (tape.n, R, V, A)
+    else:
+        release(tape, reach, R)
+
+
+def _acc_kernel(dst, G, s):
+    global _acc_kernel
+    from compiler.kernels import accumulate
+    _acc_kernel = accumulate          # import (and compile) on first use only
+    accumulate(dst, G, s)
+
+
 def release(tape, reach, R):
     """Free what the sweep's records saved, as PyTorch frees saved tensors.
 
