@@ -11,7 +11,7 @@ from numba import njit
 
 from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
-PYTHON_OP = 95
+PYTHON_OP = 104
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
@@ -938,4 +938,69 @@ def sweep(R, G, V, A, reach, start, stop):
                         G[g0 + i] += G[go + i]
                 elif g1 >= 0:
                     G[g1 + i] += G[go + i]
+        elif op == 95:  # dot
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            c = RF[k, 7]
+            gout = G[go] * c
+            for i in range(v):
+                G[g0 + i] += gout
+        elif op == 96:  # mv
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 97:  # squeeze_matmul
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 98:  # t_vector
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 99:  # alias
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 100:  # unsqueeze_take
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + A[ax + i]] += G[go + i]
+        elif op == 101:  # reshape_alias
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 102:  # unsafe_view
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
+        elif op == 103:  # contiguous
+            if g0 >= 0:
+                reach[g0] = 1
+            if g1 >= 0:
+                reach[g1] = 1
+            for i in range(n):
+                G[g0 + i] += G[go + i]
     return -1

@@ -34,7 +34,7 @@ from compiler.kernels import {helpers}  # noqa: F401
 
 def _kernel(rule):
     slots = {'grad': 'g[i]', 'a': 'a[i]', 'b': 'b[i]', 'out': 'out[i]'}
-    lines = [f'@njit(cache=True)',
+    lines = ['@njit(cache=True)',
              f'def vjp_{rule.name}(g, a, b, out, c, d, ga, gb):',
              f'    """{rule.node}: ' + '; '.join(
                  f'g{"ab"[j]} += {f}' for j, f in enumerate(rule.vjps) if f is not None) + '"""',

@@ -486,7 +486,7 @@ def _bind_more():
     T.tile = lambda a, *dims: _sh.tile(a, dims[0] if len(dims) == 1 else dims)
     T.flip = lambda a, *dims: _sh.flip(a, dims[0] if len(dims) == 1 else dims)
     T.where = lambda a, condition, other: _ew.where(condition, a, other)
-    T.contiguous = lambda a, memory_format=None: a
+    T.contiguous = _sh.contiguous
     T.__matmul__ = _la.matmul
     T.__rmatmul__ = lambda a, b: _la.matmul(_ops._const(b, a), a)
     T.__eq__, T.__ne__, T.__lt__ = _ew.eq, _ew.ne, _ew.lt

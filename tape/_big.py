@@ -6,9 +6,11 @@ into the float64 arena ``G``) would cost more than the sweep itself, and
 would turn float32 matrix products into float64 ones.  So a big record keeps
 its saved arrays by reference in ``Tape.big`` (its v field indexes that list),
 its opcode carries the ``BIG_FLAG`` bit, the compiled sweep hands it back to
-Python, and the handlers here run its vector-Jacobian product with NumPy:
-BLAS for matrix products, and for elementwise rules the same formula text
-the Numba kernel is generated from, evaluated on arrays.
+Python, and the handlers here run its vector-Jacobian product: BLAS for
+matrix products, NumPy for reductions and index maps, the compiled kernel's
+own branch on a private arena for the rest, and for runs of elementwise
+records per-rule Numba kernels applied chunk by chunk (``sweep_chain``),
+generated from the same formula text as the sweep (``compiler/chunkgen.py``).
 
 Gradients of big slots live in ``Grads.big`` (flat arrays in the slot's
 dtype); small slots stay in ``G``.  Untouched parts of ``G`` cost nothing:
@@ -86,59 +88,6 @@ class Grads:
             self.G[slot:slot + size] = np.ravel(value)
 
 
-# ------------------------------------------------ NumPy formula functions
-def _sigmoid(x):
-    with np.errstate(over='ignore'):
-        return 1.0 / (1.0 + np.exp(-x))
-
-
-def _step(x):
-    return (np.asarray(x) > 0).astype(np.result_type(x, np.float32))
-
-
-def _ge_half(x, y):
-    return np.where(x > y, 1.0, np.where(x == y, 0.5, 0.0))
-
-
-def _pow_grad(x, y):
-    if np.ndim(y) == 0:                  # a scalar exponent: the common x ** 2
-        y = float(y)
-        if y == 0.0:
-            return np.zeros_like(x)
-        if y == 1.0:
-            return np.ones_like(x)
-        if y == 2.0:
-            return 2.0 * x
-        if y == 3.0:
-            return 3.0 * x * x
-    with np.errstate(divide='ignore', invalid='ignore'):
-        return np.where(np.asarray(y) == 0, 0.0, y * np.power(x, y - 1.0))
-
-
-def _xlogy_safe(out, x):
-    with np.errstate(divide='ignore', invalid='ignore'):
-        return np.where((np.asarray(x) == 0) & (np.asarray(out) <= 1), 0.0, out * np.log(x))
-
-
-NUMPY_NAMESPACE = {
-    'exp': np.exp, 'log': np.log, 'sqrt': np.sqrt, 'sin': np.sin, 'cos': np.cos,
-    'tanh': np.tanh, 'sigmoid': _sigmoid, 'abs': np.abs, 'pow': np.power, 'step': _step,
-    'sign': np.sign, 'ge_half': _ge_half, 'pow_grad': _pow_grad, 'xlogy_safe': _xlogy_safe,
-}
-_COMPILED = {}
-
-
-def _code(text):
-    c = _COMPILED.get(text)
-    if c is None:
-        c = _COMPILED[text] = compile(text, '<rule>', 'eval')
-    return c
-
-
-def _index_map(meta, A, ax):
-    return meta.attrs if meta.attrs is not None else A[ax:]
-
-
 def sweep_record(tape, k, R, A, grads):
     """Run big record k: read its output's gradient, add its inputs' gradients."""
     op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
@@ -151,21 +100,6 @@ def sweep_record(tape, k, R, A, grads):
     if g is None:
         return
     kind = rule.kind
-    if kind == 'elementwise':
-        env = {'grad': g}
-        env.update(meta.saved)
-        RF = R.view(np.float64)
-        for name, field in zip(rule.consts, (7, 6)):
-            env[name] = float(RF[k, field])
-        with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
-            for j, formula in enumerate(rule.vjps):
-                slot = (g0, g1)[j]
-                if slot < 0 or formula is None:
-                    continue
-                gi = eval(_code(formula), NUMPY_NAMESPACE, env)  # noqa: S307 (table text)
-                gi = np.broadcast_to(gi, meta.out_shape) if np.shape(gi) != meta.out_shape else gi
-                grads.add(slot, n, gi, meta.in_dtypes[j], owned=True)
-        return
     if kind == 'sum_all':
         c = float(R.view(np.float64)[k, 7])
         size = v_size(meta)

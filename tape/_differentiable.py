@@ -23,7 +23,7 @@ from . import _reductions as _red
 from . import _shapes as _shape
 from ._big import BIG_FLAG
 from ._rules import OP, RULES
-from ._tape import REC, resolve
+from ._tape import inplace_epoch, resolve
 from ._tensor import Tensor, _leaf, _TNEW
 
 
@@ -192,7 +192,7 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
             raise RuntimeError(SECOND_BACKWARD)
         R, V, A = pack(tape)
         RF = R.view(np.float64)
-        if tape.epoch != _ops._tp.inplace_epoch[0]:
+        if tape.epoch != inplace_epoch[0]:
             # conservatively, every record counts (before the sweep appends its own)
             tape.check_versions(R, np.ones(tape.gpos, np.uint8))
         leaf_of = {}

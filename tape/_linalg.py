@@ -116,7 +116,7 @@ def dot(a, b):
         raise RuntimeError(f'dot: inconsistent tensor size, expected tensor [{sa[0]}] and src '
                            f'[{sb[0]}] to have the same number of elements, but got {sa[0]} '
                            f'and {sb[0]} elements respectively')
-    return _ops.sum_(_ops.mul(a, b))
+    return _ops.matmul(a, b)
 
 
 def mv(a, v):

@@ -11,11 +11,10 @@ import operator
 import numpy as np
 
 from . import _dtypes
-from . import _tape as _tp
 from ._rules import OP, RULES
 from ._big import BIG, BIG_FLAG, BigRecord
 from ._tape import PACK as _PACK, PACK_C as _PACK_C, grad_mode, merge, open_tape, resolve
-from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW, DTYPE_NAMES
+from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW
 
 _SAVES = []     # per opcode: bit 1 saves a, 2 saves b, 4 saves out
 for _r in RULES:
@@ -543,7 +542,11 @@ abs_ = _unary('abs', np.abs)
 # ------------------------------------------------------------ reductions
 def _dims(dim, ndim, opname):
     if isinstance(dim, (list, tuple)):
-        ds = tuple(sorted({_norm_dim(int(d), ndim, opname) for d in dim}))
+        seen = [_norm_dim(int(d), ndim, opname) for d in dim]
+        ds = tuple(sorted(set(seen)))
+        if len(ds) != len(seen):
+            dup = next(d for i, d in enumerate(seen) if d in seen[:i])
+            raise RuntimeError(f'dim {dup} appears multiple times in the list of dims')
     else:
         ds = (_norm_dim(int(dim), ndim, opname),)
     return ds
@@ -588,8 +591,22 @@ def _np_sum(d, axis=None, keepdims=False):
     return np.add.reduce(d, axis=axis, keepdims=keepdims)
 
 
+# PyTorch's names for dtypes in its error messages, by NumPy's dtype.str[1:]
+_TORCH_DTYPE_NAMES = {'f2': 'Half', 'f4': 'Float', 'f8': 'Double', 'i1': 'Char', 'i2': 'Short',
+                      'i4': 'Int', 'i8': 'Long', 'u1': 'Byte', 'b1': 'Bool'}
+
+
+def _np_mean(d, axis=None, keepdims=False):
+    # runs before anything is recorded, so the error leaves the tape as it was
+    if d.dtype.kind not in 'fc':
+        got = _TORCH_DTYPE_NAMES.get(d.dtype.str[1:], str(d.dtype))
+        raise RuntimeError('mean(): could not infer output dtype. Input dtype must be either a '
+                           f'floating point or complex dtype. Got: {got}')
+    return np.mean(d, axis=axis, keepdims=keepdims)
+
+
 sum_ = _reduce('sum', 'sum_dim', _np_sum, lambda n: 1.0)
-mean = _reduce('mean', 'mean_dim', np.mean, lambda n: 1.0 / n if n else float('nan'))
+mean = _reduce('mean', 'mean_dim', _np_mean, lambda n: 1.0 / n if n else float('nan'))
 
 
 # ------------------------------------------------------------------ shape
@@ -684,9 +701,16 @@ def _infer_shape(shape, size, opname, src_shape):
 
 
 def reshape(a, *shape):
+    """A view when the strides allow one, else a copy, named as PyTorch names each:
+    ViewBackward0 (contiguous input), ReshapeAliasBackward0 (a strided view that
+    can still be viewed), UnsafeViewBackward0 (the elements had to be copied)."""
     d = a._data
     shape = _infer_shape(_sizes(shape), d.size, 'reshape', d.shape)
-    return _view_record(a, np.reshape(d, shape), 'reshape')
+    out = np.reshape(d, shape)
+    if type(d) is not np.ndarray or d.flags.c_contiguous:
+        return _view_record(a, out, 'reshape')
+    # NumPy copied exactly when no strides give the new shape (as torch decides)
+    return _view_record(a, out, 'reshape_alias' if np.may_share_memory(out, d) else 'unsafe_view')
 
 
 def view(a, *shape):
@@ -694,7 +718,20 @@ def view(a, *shape):
         return a.to(shape[0])
     d = a._data
     shape = _infer_shape(_sizes(shape), d.size, 'view', d.shape)
-    return _view_record(a, np.reshape(d, shape), 'view')
+    out = np.reshape(d, shape)
+    if type(d) is np.ndarray and not d.flags.c_contiguous and not np.may_share_memory(out, d):
+        # NumPy had to copy: no strides give the new shape.  View ops (t, transpose,
+        # permute, slicing, expand) give the strides torch gives, but other ops may
+        # lay their results out otherwise (NumPy keeps an input's order where torch's
+        # softmax or cat write row-major), so refuse only views of a row-major buffer
+        root = d
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if root is not d and root.flags.c_contiguous:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                               "(at least one dimension spans across two contiguous subspaces). "
+                               "Use .reshape(...) instead.")
+    return _view_record(a, out, 'view')
 
 
 def _take_record(a, out, name, key_fn):
@@ -712,7 +749,7 @@ def t(a):
     if d.ndim > 2:
         raise RuntimeError(f't() expects a tensor with <= 2 dimensions, but self is {d.ndim}D')
     if d.ndim < 2:
-        return _view_record(a, d, 'view') if a._rg and grad_mode.enabled else _leaf(d)
+        return _view_record(a, d, 't_vector') if a._rg and grad_mode.enabled else _leaf(d)
     return _take_record(a, d.T, 't', lambda m: m.T)
 
 
@@ -755,13 +792,52 @@ def getitem(a, key):
         raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
     if not (a._rg and grad_mode.enabled):
         return _leaf(out)
+    # The node PyTorch shows is its last indexing step: select for an integer
+    # (or 0-d integer tensor), slice, unsqueeze for None, index when any key is
+    # advanced.  Inside a tuple a slice that keeps a whole dimension is skipped
+    # (a[:, 1] is a select); when every step is skipped the result is an alias.
     keys = k if isinstance(k, tuple) else (k,)
-    if any(isinstance(x, (np.ndarray, list)) for x in keys):
+    kinds = []
+    for x in keys:
+        if x is None:
+            kinds.append('unsqueeze')
+        elif x is Ellipsis:
+            kinds.append('...')
+        elif isinstance(x, slice):
+            kinds.append('slice')
+        elif (isinstance(x, (int, np.integer)) and not isinstance(x, bool)) or (
+                isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in 'iu'):
+            kinds.append('select')
+        else:
+            kinds.append('index')       # a list, an array, a bool
+    if 'index' in kinds:
         name = 'index'
-    elif all(isinstance(x, (int, np.integer)) for x in keys):
-        name = 'select'
+    elif not isinstance(k, tuple):
+        name = {'unsqueeze': 'unsqueeze', '...': 'alias'}.get(kinds[0], kinds[0])
     else:
-        name = 'slice'
+        shape = np.shape(d)
+        dim = 0
+        name = 'alias'
+        picked = False                  # a select or a real slice came before
+        for x, kind in zip(keys, kinds):
+            if kind == '...':
+                dim += len(shape) - sum(1 for q in kinds if q in ('select', 'slice'))
+            elif kind == 'select':
+                name, picked, dim = 'select', True, dim + 1
+            elif kind == 'slice':
+                try:
+                    whole = ((x.start is None or operator.index(x.start) == 0)
+                             and (x.step is None or operator.index(x.step) == 1)
+                             and (x.stop is None or operator.index(x.stop) >= shape[dim]))
+                except TypeError:
+                    whole = False
+                if not whole:
+                    name, picked = 'slice', True
+                dim += 1
+            else:
+                name = 'unsqueeze_take' if picked else 'unsqueeze'
+    if name in ('alias', 'unsqueeze'):  # all elements in order: a view record
+        return _view_record(a, out, name)
     return _take_record(a, out, name, lambda m: m[k])
 
 
@@ -802,7 +878,6 @@ def mm(a, b):
     out = ad @ bd
     if (a._rg or b._rg) and grad_mode.enabled:
         m, k = ad.shape
-        n = bd.shape[1]
         # m and k ride in the record's a and x fields; n is the result's size / m
         r = _record_struct(OP['mm'], a, out, x=k, saved=(ad, bd), b=b, ax=m)
         tape = r._tape
@@ -823,11 +898,17 @@ def matmul(a, b):
         if a._data.shape != b._data.shape:
             raise RuntimeError(f'dot: 1D tensors expected, but got inconsistent sizes '
                                f'{a._data.shape[0]} and {b._data.shape[0]}')
-        return sum_(mul(a, b))
-    if na == 1 and nb == 2:
-        return reshape(mm(reshape(a, 1, -1), b), -1)
-    if na == 2 and nb == 1:
-        return reshape(mm(a, reshape(b, -1, 1)), -1)
+        p = mul(a, b)               # one DotBackward0 node: a sum of the product
+        out = np.add.reduce(p._data)
+        if p._rg and grad_mode.enabled:
+            return _record_struct(OP['dot'], p, out, x=p._data.size, scale=1.0)
+        return _leaf(out)
+    if na == 1 and nb == 2:         # SqueezeBackward4, as PyTorch's unsqueeze-mm-squeeze
+        r = mm(reshape(a, 1, -1), b)
+        return _view_record(r, np.reshape(r._data, -1), 'squeeze_matmul')
+    if na == 2 and nb == 1:         # MvBackward0
+        r = mm(a, reshape(b, -1, 1))
+        return _view_record(r, np.reshape(r._data, -1), 'mv')
     if na == 0 or nb == 0:
         raise RuntimeError('matmul: both arguments to matmul need to be at least 1D, but they '
                            f'are {na}D and {nb}D')
@@ -878,6 +959,15 @@ def inplace(a, name, other=None, alpha=None):
     elif name == 'copy':
         value = np.broadcast_to(np.asarray(od, dtype=d.dtype), d.shape)
     else:
+        # PyTorch computes in the promoted type and refuses to write it back into
+        # a's dtype unless the cast is within a kind (int64 * 1.5 is Float: refused)
+        rt = _dtypes.result_type(d, other._data if isinstance(other, Tensor) else other)
+        if name == 'div' and rt is not None and rt.kind not in 'fc':
+            rt = _dtypes.default_dtype[0]
+        if rt is not None and not np.can_cast(rt, d.dtype, 'same_kind'):
+            names = _TORCH_DTYPE_NAMES
+            raise RuntimeError(f"result type {names.get(rt.str[1:], rt)} can't be cast to the "
+                               f"desired output type {names.get(d.dtype.str[1:], d.dtype)}")
         try:
             value = _INPLACE[name][1](d, od)
         except ValueError:

@@ -239,6 +239,15 @@ RULES = [
     S('unsqueeze', 'UnsqueezeBackward0', 'identity'),
     S('scatter', 'ScatterBackward0', 'where'),     # where(scattered, put(src), self)
     S('setitem', 'CopySlices', 'where'),           # x[key] = value on a recorded x
+    S('dot', 'DotBackward0', 'sum_all'),           # 1-D @ 1-D: the sum of a product
+    S('mv', 'MvBackward0', 'identity'),            # 2-D @ 1-D: the mm result, flattened
+    S('squeeze_matmul', 'SqueezeBackward4', 'identity'),   # 1-D @ 2-D: likewise
+    S('t_vector', 'TBackward0', 'identity'),       # t() of a 0-d or 1-D tensor
+    S('alias', 'AliasBackward0', 'identity'),      # a[...], a[:, :]: indexing that picks all
+    S('unsqueeze_take', 'UnsqueezeBackward0', 'take'),   # a[1:, None]: a None last
+    S('reshape_alias', 'ReshapeAliasBackward0', 'identity'),   # reshape of a strided view
+    S('unsafe_view', 'UnsafeViewBackward0', 'identity'),       # reshape that copies
+    S('contiguous', 'CloneBackward0', 'identity'),  # contiguous() of a strided view: a copy
     S('python', 'PythonBackward', 'python'),       # runs Python: custom Function, hooks
 ]
 

@@ -67,6 +67,15 @@ def squeeze(a, dim=None):
     return _view_as('squeeze', a, np.reshape(d, new))
 
 
+def contiguous(a, memory_format=None):
+    """``a`` itself when its elements are in row-major order, else a row-major copy
+    (PyTorch's CloneBackward0), so that ``x.t().contiguous().view(-1)`` works."""
+    d = a._data
+    if type(d) is not np.ndarray or d.flags.c_contiguous:
+        return a
+    return _view_as('contiguous', a, np.ascontiguousarray(d))
+
+
 def unsqueeze(a, dim):
     a = _t(a)
     d = a._data

@@ -19,7 +19,6 @@ field a and ``k << 32 | n`` in field x; ``cumprod`` and ``bmm`` save values in V
 """
 import numpy as np
 
-from . import _tape as _tp
 from . import _ops
 from ._ops import _record_struct
 from ._rules import OP

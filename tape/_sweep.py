@@ -15,7 +15,7 @@ import numpy as np
 from ._big import BIG, BIG_FLAG, Grads, sweep_chain, sweep_record
 from ._rules import RULES
 from ._tape import REC, SAVING, inplace_epoch, resolve
-from ._tensor import Tensor, _leaf
+from ._tensor import _leaf
 
 SECOND_BACKWARD = (
     'Trying to backward through the graph a second time (or directly access saved tensors '

@@ -252,19 +252,7 @@ def test_matches_torch_float64(case, torch_or_skip):
 
 
 # grad_fn names that differ from PyTorch's (each is a real, if cosmetic, divergence)
-_NODE_NAME_BUGS = {
-    'matmul_1d_1d': 'BUG: 1-D @ 1-D shows SumBackward0, torch shows DotBackward0',
-    'matmul_2d_1d': 'BUG: 2-D @ 1-D shows ViewBackward0, torch shows MvBackward0',
-    'matmul_fn': 'BUG: 2-D @ 1-D shows ViewBackward0, torch shows MvBackward0',
-    'matmul_1d_2d': 'BUG: 1-D @ 2-D shows ViewBackward0, torch shows SqueezeBackward4',
-    'matmul_method': 'BUG: 1-D @ 2-D shows ViewBackward0, torch shows SqueezeBackward4',
-    'slice_cols': 'BUG: a[:, 1] shows SliceBackward0, torch shows SelectBackward0',
-    'slice_ellipsis': 'BUG: a[..., 0] shows SliceBackward0, torch shows SelectBackward0',
-    'index_none': 'BUG: a[None] shows SliceBackward0, torch shows UnsqueezeBackward0',
-    't_1d': 'BUG: t() of a 1-D tensor shows ViewBackward0, torch shows TBackward0',
-    't_then_reshape': 'BUG: reshape of a transposed tensor shows ViewBackward0, torch '
-                      'shows UnsafeViewBackward0 (it copies)',
-}
+_NODE_NAME_BUGS = {}
 
 
 def _node_params():

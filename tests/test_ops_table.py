@@ -239,6 +239,10 @@ CASES = [
     C('permute', lambda m, x: x.permute(2, 0, 1), ((2, 3, 2),)),
     C('t', lambda m, x: x.t(), ((2, 3),)),
     C('T', lambda m, x: x.T, ((2, 3),)),
+    C('t_vector', lambda m, x: x.t() * 2, ((3,),), ((),)),
+    C('reshape_strided', lambda m, x: x[:, 1:].reshape(2, 1, 2), ((2, 3),)),
+    C('reshape_copy', lambda m, x: x.t().reshape(-1), ((2, 3),)),
+    C('contiguous_view', lambda m, x: x.t().contiguous().view(-1), ((2, 3),)),
     C('expand', lambda m, x: x.expand(2, 3), ((3,),), ((2, 1),)),
     C('repeat', lambda m, x: x.repeat(2, 1, 2), ((2, 3),), ((3,),)),
     C('tile', lambda m, x: m.tile(x, (2,)), ((2, 3),)),
@@ -258,6 +262,8 @@ CASES = [
     C('getitem_int', lambda m, x: x[1], ((3, 2),)),
     C('getitem_slices', lambda m, x: x[:, 1::2], ((2, 5),)),
     C('getitem_none_ellipsis', lambda m, x: x[None, ..., 0], ((2, 3),)),
+    C('getitem_alias', lambda m, x: x[..., :] * 2, ((2, 3),)),
+    C('getitem_slice_none', lambda m, x: x[1:, None], ((3, 2),)),
     C('getitem_list', lambda m, x: x[[0, 2, 2]], ((3, 2),)),
     C('getitem_tensor', lambda m, x: x[m.tensor(IDX3)], ((3, 2),)),
     C('getitem_mask', lambda m, x: x[x > 0], ((2, 3),)),
@@ -421,6 +427,8 @@ def test_every_rule_has_kernel_vjp_and_test_row():
     from compiler import codegen, kernels
     import compiler._sweep_generated as gen
     assert codegen.main(['--check']) == 0, 'the generated sweep is stale'
+    from compiler import chunkgen
+    assert chunkgen.main(['--check']) == 0, 'the generated chunk kernels are stale'
     src = inspect.getsource(gen)
     vjp_src = inspect.getsource(_differentiable._record_vjp)
     for r in RULES:

@@ -1,5 +1,4 @@
 """The tape itself: merging tapes, partial release, printing, lifetime of the open tape."""
-import gc
 import weakref
 
 import numpy as np

@@ -412,16 +412,10 @@ _ERRORS = [
     ('inplace_broadcast', lambda m: m.ones(1, 2).add_(m.ones(2, 1)), None),
     ('int_requires_grad', lambda m: m.zeros(2, dtype=m.int64, requires_grad=True), None),
     ('item_many', lambda m: m.ones(2).item(), None),
-    ('view_non_contiguous', lambda m: m.ones(2, 3).t().view(-1),
-     'BUG: view() of a transposed tensor succeeds; torch raises "view size is not compatible '
-     'with input tensor\'s size and stride" (use reshape)'),
-    ('sum_duplicate_dims', lambda m: m.ones(2, 3).sum((0, 0)),
-     'BUG: sum((0, 0)) silently dedups; torch raises "dim 0 appears multiple times"'),
-    ('mean_of_int', lambda m: m.tensor([1, 2]).mean(),
-     'BUG: mean() of an int64 tensor returns float64; torch raises (mean needs a float dtype)'),
-    ('mul_float_into_int', lambda m: m.ones(2, dtype=m.int64).mul_(1.5),
-     'BUG: int64 tensor mul_(1.5) silently truncates; torch raises "result type Float can\'t '
-     'be cast to the desired output type Long"'),
+    ('view_non_contiguous', lambda m: m.ones(2, 3).t().view(-1), None),
+    ('sum_duplicate_dims', lambda m: m.ones(2, 3).sum((0, 0)), None),
+    ('mean_of_int', lambda m: m.tensor([1, 2]).mean(), None),
+    ('mul_float_into_int', lambda m: m.ones(2, dtype=m.int64).mul_(1.5), None),
 ]
 
 
@@ -437,3 +431,70 @@ def test_errors_torch_raises_are_raised(fn, torch_or_skip):
     # the same exception family (RuntimeError, IndexError, TypeError, ...)
     assert issubclass(ours.type, theirs.type) or issubclass(theirs.type, ours.type), \
         f'tape raised {ours.type.__name__}, torch {theirs.type.__name__}'
+
+
+# errors whose message is PyTorch's word for word, on graph tensors as well as plain
+# ones: (name, prepare(m, x) -> the op's input, op(m, input) that raises)
+_EXACT_ERRORS = [
+    ('view_non_contiguous', lambda m, x: x.t(), lambda m, z: z.view(-1)),
+    ('view_of_column_slice', lambda m, x: x[:, 1:], lambda m, z: z.view(-1)),
+    ('sum_duplicate_dims', None, lambda m, z: z.sum((0, 0))),
+    ('sum_duplicate_negative_dim', None, lambda m, z: z.sum([1, -1])),
+    ('mean_duplicate_dims', None, lambda m, z: z.mean((1, -1), keepdim=True)),
+    ('mean_of_int', None, lambda m, z: m.tensor([1, 2]).mean()),
+    ('mean_of_int_dim', None, lambda m, z: m.tensor([[1, 2]], dtype=m.int32).mean(0)),
+    ('mean_of_bool', None, lambda m, z: m.tensor([True]).mean()),
+    ('mul_float_into_int', None, lambda m, z: m.ones(2, dtype=m.int64).mul_(1.5)),
+    ('add_float_tensor_into_int', None, lambda m, z: m.ones(2, 3, dtype=m.int64).add_(z)),
+    ('div_into_int', None, lambda m, z: m.ones(2, dtype=m.int64).div_(2)),
+    ('add_int_into_bool', None, lambda m, z: m.ones(2, dtype=m.bool).add_(1)),
+]
+
+
+@pytest.mark.parametrize('prep,fn', [pytest.param(p, f, id=n) for n, p, f in _EXACT_ERRORS])
+def test_error_messages_match_torch(prep, fn, torch_or_skip):
+    torch = torch_or_skip
+    prep = prep or (lambda m, x: x)
+    base = np.arange(6.0).reshape(2, 3)
+    tx = torch.tensor(base, requires_grad=True)
+    tz = prep(torch, tx * 1)
+    with pytest.raises(Exception) as theirs:
+        fn(torch, tz)
+    x = tape.tensor(base, requires_grad=True)
+    z = prep(tape, x * 1)               # a graph tensor: the error must not touch its tape
+    recs = len(z._tape.rec)
+    with pytest.raises(Exception) as ours:
+        fn(tape, z)
+    assert ours.type is theirs.type
+    assert str(ours.value) == str(theirs.value)
+    assert len(z._tape.rec) == recs, 'the failed op left a record on the tape'
+    z.sum().backward()
+    tz.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_refused_inplace_leaves_the_tensor_unchanged():
+    i = tape.tensor([1, 2])
+    v = i._version
+    with pytest.raises(RuntimeError, match="result type Float can't be cast"):
+        i.mul_(1.5)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast"):
+        i += 0.5
+    assert i.tolist() == [1, 2] and i._version == v
+    i.mul_(3)                            # same kind: allowed
+    assert i.tolist() == [3, 6] and i.dtype == tape.int64
+    f = tape.ones(2, dtype=tape.float32)
+    f.add_(tape.ones(2, dtype=tape.float64))     # float64 into float32: same kind, allowed
+    assert f.tolist() == [2.0, 2.0] and f.dtype == tape.float32
+
+
+def test_reshape_views_where_it_can_and_copies_where_it_must():
+    x = tape.arange(6.0).reshape(2, 3).requires_grad_()
+    xt = x.t()
+    assert np.shares_memory(x.view(3, 2).detach().numpy(), x.detach().numpy())
+    assert np.shares_memory(x[:, 1:].reshape(2, 1, 2).detach().numpy(), x.detach().numpy())
+    flat = xt.reshape(-1)
+    assert flat.grad_fn.name() == 'UnsafeViewBackward0'
+    assert flat.tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    (flat * tape.arange(6.0)).sum().backward()
+    assert x.grad.tolist() == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]
