@@ -42,9 +42,15 @@ def _broadcast_index(i, A, ax):
 def sweep(R, G, V, A, reach, start, stop):
     """Replay records start, start-1, ..., stop+1; return the index of a record
     that needs Python (a custom Function, a hook, a large matrix product), or
-    -1 when the range is done.  A record's scalar constants sit in its fields
-    7 and 6 as float64 bits, read through RF, a float64 view of R.  ``reach[s]`` is 1 once slot s lies on a path
-    from the seeded outputs; records whose output is unreached are skipped."""
+    -1 when the range is done.  ``reach[s]`` is 1 once slot s lies on a path
+    from the seeded outputs; records whose output is unreached are skipped.
+
+    Each opcode's kernel is a small function of its own (below): LLVM's time
+    grows faster than linearly with the size of one function, and a single
+    function with every branch took over 20 s to compile cold.  A record's
+    scalar constants sit in its fields 7 and 6 as float64 bits, read through
+    RF, a float64 view of R.
+    """
     RF = R.view(np.float64)
     for k in range(start, stop, -1):
         op = R[k, 0]
@@ -59,948 +65,948 @@ def sweep(R, G, V, A, reach, start, stop):
         v = R[k, 5]
         ax = R[k, 6]
         x = R[k, 7]
+        if g0 >= 0:
+            reach[g0] = 1
+        if g1 >= 0:
+            reach[g1] = 1
         if op == 0:  # add
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += G[go + i]
+            _op_add(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 1:  # sub
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += -G[go + i]
+            _op_sub(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 2:  # mul
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * V[v + 1 * n + i]
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += G[go + i] * V[v + i]
+            _op_mul(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 3:  # div
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / V[v + 1 * n + i]
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += -G[go + i] * V[v + i] / (V[v + 1 * n + i] * V[v + 1 * n + i])
+            _op_div(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 4:  # pow
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * pow_grad(V[v + i], V[v + 1 * n + i])
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += G[go + i] * xlogy_safe(V[v + 2 * n + i], V[v + i])
+            _op_pow(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 5:  # maximum
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * ge_half(V[v + i], V[v + 1 * n + i])
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += G[go + i] * ge_half(V[v + 1 * n + i], V[v + i])
+            _op_maximum(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 6:  # minimum
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * ge_half(V[v + 1 * n + i], V[v + i])
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += G[go + i] * ge_half(V[v + i], V[v + 1 * n + i])
-        elif op == 7:  # atan2
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * V[v + 1 * n + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += -G[go + i] * V[v + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
-        elif op == 8:  # remainder
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += -G[go + i] * floor(V[v + i] / V[v + 1 * n + i])
-        elif op == 9:  # fmod
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += -G[go + i] * trunc(V[v + i] / V[v + 1 * n + i])
-        elif op == 10:  # binary_cross_entropy
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * (V[v + i] - V[v + 1 * n + i]) / where_pos(V[v + i] * (1.0 - V[v + i]) - 1e-12, V[v + i] * (1.0 - V[v + i]), 1e-12)
-            if g1 >= 0:
-                for i in range(n):
-                    G[g1 + i] += G[go + i] * (where_pos(math.log(1.0 - V[v + i]) + 100.0, math.log(1.0 - V[v + i]), -100.0) - where_pos(math.log(V[v + i]) + 100.0, math.log(V[v + i]), -100.0))
+            _op_minimum(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 11:  # add_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
+            _op_add_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 12:  # sub_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
+            _op_sub_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 13:  # rsub_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += -G[go + i]
+            _op_rsub_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 14:  # mul_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * c
+            _op_mul_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 15:  # div_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / c
+            _op_div_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 16:  # rdiv_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += -G[go + i] * V[v + 1 * n + i] / V[v + i]
+            _op_rdiv_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 17:  # pow_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * pow_grad(V[v + i], c)
+            _op_pow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 18:  # rpow_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * V[v + i] * math.log(c)
-        elif op == 19:  # remainder_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
-        elif op == 20:  # fmod_scalar
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i]
+            _op_rpow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 21:  # neg
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += -G[go + i]
+            _op_neg(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 22:  # exp
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * V[v + i]
+            _op_exp(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 23:  # log
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / V[v + i]
+            _op_log(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 24:  # sqrt
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / (2.0 * V[v + i])
-        elif op == 25:  # sin
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * math.cos(V[v + i])
-        elif op == 26:  # cos
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += -G[go + i] * math.sin(V[v + i])
+            _op_sqrt(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 27:  # tanh
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * (1.0 - V[v + i] * V[v + i])
+            _op_tanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 28:  # sigmoid
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * V[v + i] * (1.0 - V[v + i])
+            _op_sigmoid(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 29:  # relu
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * (1.0 - ge(0.0, V[v + i]))
+            _op_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 30:  # abs
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * sign(V[v + i])
-        elif op == 31:  # rsqrt
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += -0.5 * G[go + i] * V[v + i] * V[v + i] * V[v + i]
-        elif op == 32:  # exp2
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * V[v + i] * 0.6931471805599453
-        elif op == 33:  # expm1
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * (V[v + i] + 1.0)
-        elif op == 34:  # log2
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / (V[v + i] * 0.6931471805599453)
-        elif op == 35:  # log10
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / (V[v + i] * 2.302585092994046)
-        elif op == 36:  # log1p
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / (V[v + i] + 1.0)
-        elif op == 37:  # tan
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * (1.0 + V[v + i] * V[v + i])
-        elif op == 38:  # asin
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
-        elif op == 39:  # acos
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += -G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
-        elif op == 40:  # atan
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] / (1.0 + V[v + i] * V[v + i])
-        elif op == 41:  # sinh
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * cosh(V[v + i])
-        elif op == 42:  # cosh
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * sinh(V[v + i])
-        elif op == 43:  # erf
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * 1.1283791670955126 * math.exp(-V[v + i] * V[v + i])
-        elif op == 44:  # reciprocal
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += -G[go + i] * V[v + i] * V[v + i]
-        elif op == 45:  # silu
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * sigmoid(V[v + i]) * (1.0 + V[v + i] * (1.0 - sigmoid(V[v + i])))
-        elif op == 46:  # gelu
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * (0.5 * (1.0 + erf(V[v + i] * 0.7071067811865476)) + V[v + i] * 0.3989422804014327 * math.exp(-0.5 * V[v + i] * V[v + i]))
-        elif op == 47:  # gelu_tanh
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * (0.5 * (1.0 + math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) + 0.5 * V[v + i] * (1.0 - math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i])) * math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) * 0.7978845608028654 * (1.0 + 0.134145 * V[v + i] * V[v + i]))
-        elif op == 48:  # leaky_relu
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, c)
-        elif op == 49:  # elu
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, V[v + 1 * n + i] + c)
-        elif op == 50:  # softplus
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * where_pos(eq(V[v + 1 * n + i], V[v + i]), 1.0, sigmoid(V[v + i] * c))
-        elif op == 51:  # sign
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += zero(G[go + i])
-        elif op == 52:  # floor
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += zero(G[go + i])
-        elif op == 53:  # ceil
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += zero(G[go + i])
-        elif op == 54:  # round
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += zero(G[go + i])
-        elif op == 55:  # round_decimals
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += zero(G[go + i])
-        elif op == 56:  # trunc
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += zero(G[go + i])
+            _op_abs(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 57:  # clamp
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * c * eq(V[v + 1 * n + i], V[v + i])
-        elif op == 58:  # norm_root
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * c * V[v + 1 * n + i] * inv0(V[v + i])
-        elif op == 59:  # std_root
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * 0.5 * inv0(V[v + i])
-        elif op == 60:  # var_scale
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            if g0 >= 0:
-                for i in range(n):
-                    G[g0 + i] += G[go + i] * c
+            _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 61:  # sum
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            gout = G[go] * c
-            for i in range(v):
-                G[g0 + i] += gout
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 62:  # mean
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            gout = G[go] * c
-            for i in range(v):
-                G[g0 + i] += gout
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 63:  # sum_dim
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            for i in range(v):
-                G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]
+            _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 64:  # mean_dim
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            for i in range(v):
-                G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]
+            _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 65:  # expand
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if x == 1:
-                acc = 0.0
-                for i in range(n):
-                    acc += G[go + i]
-                G[g0] += acc
-            else:
-                for i in range(n):
-                    G[g0 + _broadcast_index(i, A, ax)] += G[go + i]
+            _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 66:  # broadcast
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            if x == 1:
-                acc = 0.0
-                for i in range(n):
-                    acc += G[go + i]
-                G[g0] += acc
-            else:
-                for i in range(n):
-                    G[g0 + _broadcast_index(i, A, ax)] += G[go + i]
+            _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 67:  # view
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 68:  # reshape
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 69:  # index
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 70:  # slice
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 71:  # select
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 72:  # t
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 73:  # transpose
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 74:  # permute
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
-        elif op == 75:  # put
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(x):
-                G[g0 + i] += G[go + A[ax + i]]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 76:  # mm
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            m = ax
-            kk = x
-            nn = n // m
-            if m * kk * nn > MM_SMALL:
+            if _k_mm(RF, G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
                 return k
-            if g0 >= 0:
-                vb = v + m * kk
-                for r in range(m):
-                    for q in range(kk):
-                        acc = 0.0
-                        for j in range(nn):
-                            acc += G[go + r * nn + j] * V[vb + q * nn + j]
-                        G[g0 + r * kk + q] += acc
-            if g1 >= 0:
-                for q in range(kk):
-                    for j in range(nn):
-                        acc = 0.0
-                        for r in range(m):
-                            acc += V[v + r * kk + q] * G[go + r * nn + j]
-                        G[g1 + q * nn + j] += acc
-        elif op == 77:  # where
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                if A[ax + i] != 0:
-                    if g0 >= 0:
-                        G[g0 + i] += G[go + i]
-                elif g1 >= 0:
-                    G[g1 + i] += G[go + i]
-        elif op == 78:  # masked_fill
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                if A[ax + i] != 0:
-                    if g0 >= 0:
-                        G[g0 + i] += G[go + i]
-                elif g1 >= 0:
-                    G[g1 + i] += G[go + i]
-        elif op == 79:  # cumsum
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            ln = ax
-            inner = x
-            outer = n // (ln * inner) if n > 0 else 0
-            for o in range(outer):
-                for q in range(inner):
-                    base = o * ln * inner + q
-                    acc = 0.0
-                    for j in range(ln - 1, -1, -1):
-                        p = base + j * inner
-                        acc += G[go + p]
-                        G[g0 + p] += acc
-        elif op == 80:  # cumprod
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            ln = ax
-            inner = x
-            outer = n // (ln * inner) if n > 0 else 0
-            for o in range(outer):
-                for q in range(inner):
-                    base = o * ln * inner + q
-                    z = ln
-                    for j in range(ln):
-                        if V[v + base + j * inner] == 0.0:
-                            z = j
-                            break
-                    acc = 0.0
-                    for j in range(z - 1, -1, -1):
-                        p = base + j * inner
-                        acc += G[go + p] * V[v + n + p]
-                        G[g0 + p] += acc / V[v + p]
-                    if z < ln:
-                        run = 1.0 if z == 0 else V[v + n + base + (z - 1) * inner]
-                        acc = 0.0
-                        for j in range(z, ln):
-                            p = base + j * inner
-                            if j > z:
-                                run *= V[v + p]
-                            acc += G[go + p] * run
-                        G[g0 + base + z * inner] += acc
-        elif op == 81:  # bmm
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            m = ax
-            kk = x >> 32
-            nn = x & 0xFFFFFFFF
-            bb = n // (m * nn) if n > 0 else 0
-            vb = v + bb * m * kk
-            for s in range(bb):
-                oa = s * m * kk
-                ob = s * kk * nn
-                oo = s * m * nn
-                if g0 >= 0:
-                    for r in range(m):
-                        for q in range(kk):
-                            acc = 0.0
-                            for j in range(nn):
-                                acc += G[go + oo + r * nn + j] * V[vb + ob + q * nn + j]
-                            G[g0 + oa + r * kk + q] += acc
-                if g1 >= 0:
-                    for r in range(m):
-                        for q in range(kk):
-                            arq = V[v + oa + r * kk + q]
-                            for j in range(nn):
-                                G[g1 + ob + q * nn + j] += arq * G[go + oo + r * nn + j]
         elif op == 82:  # gather
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 83:  # index_select
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 84:  # flip
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 85:  # repeat
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 86:  # split
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 87:  # max_dim
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 88:  # min_dim
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 89:  # prod
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 90:  # prod_dim
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 91:  # squeeze
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 92:  # unsqueeze
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
-        elif op == 93:  # scatter
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                if A[ax + i] != 0:
-                    if g0 >= 0:
-                        G[g0 + i] += G[go + i]
-                elif g1 >= 0:
-                    G[g1 + i] += G[go + i]
-        elif op == 94:  # setitem
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                if A[ax + i] != 0:
-                    if g0 >= 0:
-                        G[g0 + i] += G[go + i]
-                elif g1 >= 0:
-                    G[g1 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 95:  # dot
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            c = RF[k, 7]
-            gout = G[go] * c
-            for i in range(v):
-                G[g0 + i] += gout
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 96:  # mv
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 97:  # squeeze_matmul
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 98:  # t_vector
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 99:  # alias
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 100:  # unsqueeze_take
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + A[ax + i]] += G[go + i]
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 101:  # reshape_alias
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 102:  # unsafe_view
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 103:  # contiguous
-            if g0 >= 0:
-                reach[g0] = 1
-            if g1 >= 0:
-                reach[g1] = 1
-            for i in range(n):
-                G[g0 + i] += G[go + i]
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        else:
+            return k      # a cold rule: Python calls COLD[op]
     return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_bmm(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'bmm': bmm."""
+    m = ax
+    kk = x >> 32
+    nn = x & 0xFFFFFFFF
+    bb = n // (m * nn) if n > 0 else 0
+    vb = v + bb * m * kk
+    for s in range(bb):
+        oa = s * m * kk
+        ob = s * kk * nn
+        oo = s * m * nn
+        if g0 >= 0:
+            for r in range(m):
+                for q in range(kk):
+                    acc = 0.0
+                    for j in range(nn):
+                        acc += G[go + oo + r * nn + j] * V[vb + ob + q * nn + j]
+                    G[g0 + oa + r * kk + q] += acc
+        if g1 >= 0:
+            for r in range(m):
+                for q in range(kk):
+                    arq = V[v + oa + r * kk + q]
+                    for j in range(nn):
+                        G[g1 + ob + q * nn + j] += arq * G[go + oo + r * nn + j]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_cumprod(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'cumprod': cumprod."""
+    ln = ax
+    inner = x
+    outer = n // (ln * inner) if n > 0 else 0
+    for o in range(outer):
+        for q in range(inner):
+            base = o * ln * inner + q
+            z = ln
+            for j in range(ln):
+                if V[v + base + j * inner] == 0.0:
+                    z = j
+                    break
+            acc = 0.0
+            for j in range(z - 1, -1, -1):
+                p = base + j * inner
+                acc += G[go + p] * V[v + n + p]
+                G[g0 + p] += acc / V[v + p]
+            if z < ln:
+                run = 1.0 if z == 0 else V[v + n + base + (z - 1) * inner]
+                acc = 0.0
+                for j in range(z, ln):
+                    p = base + j * inner
+                    if j > z:
+                        run *= V[v + p]
+                    acc += G[go + p] * run
+                G[g0 + base + z * inner] += acc
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_cumsum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'cumsum': cumsum."""
+    ln = ax
+    inner = x
+    outer = n // (ln * inner) if n > 0 else 0
+    for o in range(outer):
+        for q in range(inner):
+            base = o * ln * inner + q
+            acc = 0.0
+            for j in range(ln - 1, -1, -1):
+                p = base + j * inner
+                acc += G[go + p]
+                G[g0 + p] += acc
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'expand': expand, broadcast."""
+    if x == 1:
+        acc = 0.0
+        for i in range(n):
+            acc += G[go + i]
+        G[g0] += acc
+    else:
+        for i in range(n):
+            G[g0 + _broadcast_index(i, A, ax)] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'identity': view, reshape, squeeze, unsqueeze, mv, squeeze_matmul, t_vector, alias, reshape_alias, unsafe_view, contiguous."""
+    for i in range(n):
+        G[g0 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_mm(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'mm': mm."""
+    m = ax
+    kk = x
+    nn = n // m
+    if m * kk * nn > MM_SMALL:
+        return k
+    if g0 >= 0:
+        vb = v + m * kk
+        for r in range(m):
+            for q in range(kk):
+                acc = 0.0
+                for j in range(nn):
+                    acc += G[go + r * nn + j] * V[vb + q * nn + j]
+                G[g0 + r * kk + q] += acc
+    if g1 >= 0:
+        for q in range(kk):
+            for j in range(nn):
+                acc = 0.0
+                for r in range(m):
+                    acc += V[v + r * kk + q] * G[go + r * nn + j]
+                G[g1 + q * nn + j] += acc
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_put(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'put': put."""
+    for i in range(x):
+        G[g0 + i] += G[go + A[ax + i]]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'reduce': sum_dim, mean_dim."""
+    c = RF[k, 7]
+    for i in range(v):
+        G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'sum_all': sum, mean, dot."""
+    c = RF[k, 7]
+    gout = G[go] * c
+    for i in range(v):
+        G[g0 + i] += gout
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take."""
+    for i in range(n):
+        G[g0 + A[ax + i]] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_where(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'where': where, masked_fill, scatter, setitem."""
+    for i in range(n):
+        if A[ax + i] != 0:
+            if g0 >= 0:
+                G[g0 + i] += G[go + i]
+        elif g1 >= 0:
+            G[g1 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_add(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """AddBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_sub(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SubBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += -G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_mul(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """MulBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * V[v + 1 * n + i]
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += G[go + i] * V[v + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_div(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """DivBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / V[v + 1 * n + i]
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += -G[go + i] * V[v + i] / (V[v + 1 * n + i] * V[v + 1 * n + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_pow(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """PowBackward1."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * pow_grad(V[v + i], V[v + 1 * n + i])
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += G[go + i] * xlogy_safe(V[v + 2 * n + i], V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_maximum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """MaximumBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * ge_half(V[v + i], V[v + 1 * n + i])
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += G[go + i] * ge_half(V[v + 1 * n + i], V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_minimum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """MinimumBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * ge_half(V[v + 1 * n + i], V[v + i])
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += G[go + i] * ge_half(V[v + i], V[v + 1 * n + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_atan2(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """Atan2Backward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * V[v + 1 * n + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += -G[go + i] * V[v + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_remainder(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """RemainderBackward1."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += -G[go + i] * floor(V[v + i] / V[v + 1 * n + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_fmod(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """FmodBackward1."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += -G[go + i] * trunc(V[v + i] / V[v + 1 * n + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_binary_cross_entropy(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """BinaryCrossEntropyBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * (V[v + i] - V[v + 1 * n + i]) / where_pos(V[v + i] * (1.0 - V[v + i]) - 1e-12, V[v + i] * (1.0 - V[v + i]), 1e-12)
+    if g1 >= 0:
+        for i in range(n):
+            G[g1 + i] += G[go + i] * (where_pos(math.log(1.0 - V[v + i]) + 100.0, math.log(1.0 - V[v + i]), -100.0) - where_pos(math.log(V[v + i]) + 100.0, math.log(V[v + i]), -100.0))
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_add_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """AddBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_sub_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SubBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_rsub_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """RsubBackward1."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += -G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_mul_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """MulBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * c
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_div_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """DivBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / c
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_rdiv_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """MulBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += -G[go + i] * V[v + 1 * n + i] / V[v + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_pow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """PowBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * pow_grad(V[v + i], c)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_rpow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """PowBackward2."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * V[v + i] * math.log(c)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_remainder_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """RemainderBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_fmod_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """FmodBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_neg(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """NegBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += -G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_exp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """ExpBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * V[v + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_log(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """LogBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / V[v + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_sqrt(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SqrtBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / (2.0 * V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_sin(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SinBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * math.cos(V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_cos(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """CosBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += -G[go + i] * math.sin(V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_tanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """TanhBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * (1.0 - V[v + i] * V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_sigmoid(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SigmoidBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * V[v + i] * (1.0 - V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """ReluBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * (1.0 - ge(0.0, V[v + i]))
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_abs(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """AbsBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * sign(V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_rsqrt(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """RsqrtBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += -0.5 * G[go + i] * V[v + i] * V[v + i] * V[v + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_exp2(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """Exp2Backward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * V[v + i] * 0.6931471805599453
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_expm1(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """Expm1Backward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * (V[v + i] + 1.0)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_log2(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """Log2Backward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / (V[v + i] * 0.6931471805599453)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_log10(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """Log10Backward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / (V[v + i] * 2.302585092994046)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_log1p(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """Log1PBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / (V[v + i] + 1.0)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_tan(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """TanBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * (1.0 + V[v + i] * V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_asin(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """AsinBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_acos(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """AcosBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += -G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_atan(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """AtanBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] / (1.0 + V[v + i] * V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_sinh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SinhBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * cosh(V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_cosh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """CoshBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * sinh(V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_erf(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """ErfBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * 1.1283791670955126 * math.exp(-V[v + i] * V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_reciprocal(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """ReciprocalBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += -G[go + i] * V[v + i] * V[v + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_silu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SiluBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * sigmoid(V[v + i]) * (1.0 + V[v + i] * (1.0 - sigmoid(V[v + i])))
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_gelu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """GeluBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * (0.5 * (1.0 + erf(V[v + i] * 0.7071067811865476)) + V[v + i] * 0.3989422804014327 * math.exp(-0.5 * V[v + i] * V[v + i]))
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_gelu_tanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """GeluBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * (0.5 * (1.0 + math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) + 0.5 * V[v + i] * (1.0 - math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i])) * math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) * 0.7978845608028654 * (1.0 + 0.134145 * V[v + i] * V[v + i]))
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_leaky_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """LeakyReluBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, c)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_elu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """EluBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, V[v + 1 * n + i] + c)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_softplus(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SoftplusBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * where_pos(eq(V[v + 1 * n + i], V[v + i]), 1.0, sigmoid(V[v + i] * c))
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_sign(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SignBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += zero(G[go + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_floor(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """FloorBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += zero(G[go + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_ceil(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """CeilBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += zero(G[go + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_round(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """RoundBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += zero(G[go + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_round_decimals(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """RoundBackward1."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += zero(G[go + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_trunc(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """TruncBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += zero(G[go + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """ClampBackward1."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * c * eq(V[v + 1 * n + i], V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_norm_root(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """LinalgVectorNormBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * c * V[v + 1 * n + i] * inv0(V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_std_root(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """StdBackward0."""
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * 0.5 * inv0(V[v + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_var_scale(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """VarBackward0."""
+    c = RF[k, 7]
+    if g0 >= 0:
+        for i in range(n):
+            G[g0 + i] += G[go + i] * c
+    return -1
+
+
+# opcode -> kernel, for the rules the sweep hands back to Python
+COLD = {
+    7: _op_atan2,
+    8: _op_remainder,
+    9: _op_fmod,
+    10: _op_binary_cross_entropy,
+    19: _op_remainder_scalar,
+    20: _op_fmod_scalar,
+    25: _op_sin,
+    26: _op_cos,
+    31: _op_rsqrt,
+    32: _op_exp2,
+    33: _op_expm1,
+    34: _op_log2,
+    35: _op_log10,
+    36: _op_log1p,
+    37: _op_tan,
+    38: _op_asin,
+    39: _op_acos,
+    40: _op_atan,
+    41: _op_sinh,
+    42: _op_cosh,
+    43: _op_erf,
+    44: _op_reciprocal,
+    45: _op_silu,
+    46: _op_gelu,
+    47: _op_gelu_tanh,
+    48: _op_leaky_relu,
+    49: _op_elu,
+    50: _op_softplus,
+    51: _op_sign,
+    52: _op_floor,
+    53: _op_ceil,
+    54: _op_round,
+    55: _op_round_decimals,
+    56: _op_trunc,
+    58: _op_norm_root,
+    59: _op_std_root,
+    60: _op_var_scale,
+    75: _k_put,
+    77: _k_where,
+    78: _k_where,
+    79: _k_cumsum,
+    80: _k_cumprod,
+    81: _k_bmm,
+    93: _k_where,
+    94: _k_where,
+}

@@ -72,9 +72,15 @@ def _broadcast_index(i, A, ax):
 def sweep(R, G, V, A, reach, start, stop):
     """Replay records start, start-1, ..., stop+1; return the index of a record
     that needs Python (a custom Function, a hook, a large matrix product), or
-    -1 when the range is done.  A record's scalar constants sit in its fields
-    7 and 6 as float64 bits, read through RF, a float64 view of R.  ``reach[s]`` is 1 once slot s lies on a path
-    from the seeded outputs; records whose output is unreached are skipped."""
+    -1 when the range is done.  ``reach[s]`` is 1 once slot s lies on a path
+    from the seeded outputs; records whose output is unreached are skipped.
+
+    Each opcode's kernel is a small function of its own (below): LLVM's time
+    grows faster than linearly with the size of one function, and a single
+    function with every branch took over 20 s to compile cold.  A record's
+    scalar constants sit in its fields 7 and 6 as float64 bits, read through
+    RF, a float64 view of R.
+    """
     RF = R.view(np.float64)
     for k in range(start, stop, -1):
         op = R[k, 0]
@@ -89,6 +95,10 @@ def sweep(R, G, V, A, reach, start, stop):
         v = R[k, 5]
         ax = R[k, 6]
         x = R[k, 7]
+        if g0 >= 0:
+            reach[g0] = 1
+        if g1 >= 0:
+            reach[g1] = 1
 '''
 
 
@@ -264,25 +274,73 @@ _STRUCTURAL = {
 }
 
 
+_KERNEL_ARGS = 'RF, G, V, A, k, go, n, g0, g1, v, ax, x'
+
+# Elementwise rules the sweep runs itself.  The others hand their record back
+# to Python, which calls that rule's kernel (``COLD``) directly: each is then
+# compiled the first time a program uses it, instead of all of them at the
+# first backward (every kernel in the sweep adds to its cold compile time).
+HOT = frozenset({
+    'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'add_scalar', 'sub_scalar',
+    'rsub_scalar', 'mul_scalar', 'div_scalar', 'rdiv_scalar', 'pow_scalar', 'rpow_scalar',
+    'neg', 'exp', 'log', 'sqrt', 'tanh', 'sigmoid', 'relu', 'abs', 'clamp',
+})
+# structural kinds likewise left to Python (rarer in small-op code)
+COLD_KINDS = frozenset({'bmm', 'cumprod', 'cumsum', 'where', 'put'})
+
+
+def _kernel_fn(name, doc, body):
+    lines = [f"\n\n@njit(cache=True, error_model='numpy')\n"
+             f'def {name}({_KERNEL_ARGS}):\n    """{doc}"""\n']
+    lines.extend('    ' + line + '\n' for line in body)
+    lines.append('    return -1\n')
+    return ''.join(lines)
+
+
 def generate():
     from tape._big import BIG_FLAG
     out = [HEADER.replace('{python_op}', str(OP['python']))
            .replace('{big_flag}', str(BIG_FLAG))
            .replace('{helpers}', ', '.join(_KERNEL_HELPERS))]
+    kernels = []
+    cold = []
     first = True
+    for kind in sorted({r.kind for r in RULES} - {'elementwise', 'python'}):
+        body = _STRUCTURAL[kind]
+        names = ', '.join(r.name for r in RULES if r.kind == kind)
+        kernels.append(_kernel_fn(f'_k_{kind}', f'kind {kind!r}: {names}.', body))
     for rule in RULES:
         if rule.kind == 'python':
             continue            # handled before the reach test, above
-        body = _elementwise(rule) if rule.kind == 'elementwise' else _STRUCTURAL[rule.kind]
+        if rule.kind == 'elementwise':
+            fn = f'_op_{rule.name}'
+            kernels.append(_kernel_fn(fn, f'{rule.node}.', _elementwise(rule)))
+            if rule.name not in HOT:
+                cold.append((rule.op, fn))
+                continue
+            body = _elementwise(rule)
+        else:
+            fn = f'_k_{rule.kind}'
+            body = _STRUCTURAL[rule.kind]
+            if rule.kind in COLD_KINDS:
+                cold.append((rule.op, fn))
+                continue
+        # a body may stop the sweep with "return k" (a product big enough for BLAS)
+        stops = any(line.strip() == 'return k' for line in body)
         kw = 'if' if first else 'elif'
         first = False
         out.append(f'        {kw} op == {rule.op}:  # {rule.name}\n')
-        out.append('            if g0 >= 0:\n                reach[g0] = 1\n'
-                   '            if g1 >= 0:\n                reach[g1] = 1\n')
-        for line in body:
-            out.append('            ' + line + '\n')
+        call = f'{fn}({_KERNEL_ARGS})'
+        if stops:
+            out.append(f'            if {call} >= 0:\n                return k\n')
+        else:
+            out.append(f'            {call}\n')
+    out.append('        else:\n            return k      # a cold rule: Python calls COLD[op]\n')
     out.append('    return -1\n')
-    return ''.join(out)
+    table = ''.join(f'    {op}: {fn},\n' for op, fn in cold)
+    footer = ('\n\n# opcode -> kernel, for the rules the sweep hands back to Python\n'
+              f'COLD = {{\n{table}}}\n')
+    return ''.join(out) + ''.join(kernels) + footer
 
 
 def main(argv=None):

@@ -29,6 +29,17 @@ _EMPTY_I = np.zeros(1, dtype=np.int64)
 _kernel = None
 
 
+_cold_table = None
+
+
+def _cold():
+    global _cold_table
+    if _cold_table is None:
+        from compiler._sweep_generated import COLD
+        _cold_table = COLD
+    return _cold_table
+
+
 def kernel():
     """The compiled sweep, imported (and compiled or loaded from cache) on first use."""
     global _kernel
@@ -79,9 +90,17 @@ def _graph_of(roots):
     return tape
 
 
-def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=()):
+def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=False):
     """Run record k in Python; return the lowest record index handled."""
     op = R[k, 0]
+    cold = None if numpy else _cold().get(op)
+    if cold is not None:
+        # a rule outside the sweep's hot set (compiler/codegen.py); the sweep
+        # already checked its reach and marked its inputs
+        go, n, g0, g1, v, ax, x = (int(f) for f in R[k, 1:])
+        if cold(R.view(np.float64), G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
+            return _python_record(tape, k, R, G, V, A, reach, grads, stop, keep, True)
+        return k
     if op & BIG_FLAG:
         if RULES[op & ~BIG_FLAG].kind == 'elementwise':
             return sweep_chain(tape, k, R, grads, stop, keep)
