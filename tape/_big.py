@@ -13,8 +13,8 @@ records per-rule Numba kernels applied chunk by chunk (``sweep_chain``),
 generated from the same formula text as the sweep (``compiler/chunkgen.py``).
 
 Gradients of big slots live in ``Grads.big`` (flat arrays in the slot's
-dtype); small slots stay in ``G``.  Untouched parts of ``G`` cost nothing:
-it is allocated by calloc, so pages of big slots are never mapped.
+dtype); small slots stay in ``G``.  Big slots are numbered in a space of their
+own (from ``BIG_BASE``), so ``G`` is only as large as the small slots.
 """
 import numpy as np
 
@@ -22,6 +22,10 @@ from ._rules import RULES
 
 BIG = 16384            # elements
 BIG_FLAG = 1 << 20     # or-ed into the opcode of a big record
+# Big slots are numbered from here, in a space of their own: G and the reach
+# flags cover small slots only, so a graph over large tensors does not make
+# every sweep allocate (and fault in) an arena as large as those tensors.
+BIG_BASE = 1 << 40
 
 
 class BigRecord:
@@ -42,17 +46,45 @@ def _float(dt):
 
 
 class Grads:
-    """Gradient storage for one sweep: the arena G for small slots, arrays for big ones."""
-    __slots__ = ('G', 'reach', 'big')
+    """Gradient storage for one sweep: the arena G (and its reach flags) for
+    small slots, arrays in ``big`` (and the set ``bigreach``) for big ones."""
+    __slots__ = ('G', 'reach', 'big', 'bigreach')
 
     def __init__(self, G, reach):
         self.G = G
         self.reach = reach
         self.big = {}
+        self.bigreach = set()
+
+    def reached(self, slot):
+        if slot >= BIG_BASE:
+            return slot in self.bigreach
+        return bool(self.reach[slot])
+
+    def mark(self, slot):
+        if slot >= BIG_BASE:
+            self.bigreach.add(slot)
+        else:
+            self.reach[slot] = 1
+
+    def reached_records(self, R):
+        """Per record of R: was its result slot reached?"""
+        outs = R[:, 1]
+        small = outs < BIG_BASE
+        mask = np.zeros(len(R), bool)
+        mask[small] = self.reach[outs[small]] != 0
+        for i in np.nonzero(~small)[0]:
+            mask[i] = int(outs[i]) in self.bigreach
+        return mask
+
+    def all_reached(self, tape):
+        """Did the sweep reach every slot of the tape (so every record)?"""
+        return (np.count_nonzero(self.reach) + len(self.bigreach)
+                == tape.n + len(tape.leaves) + tape.xslots)
 
     def get(self, slot, size, shape=None):
         """The gradient of a slot as an array (a view; None if the slot holds none)."""
-        if size >= BIG:
+        if slot >= BIG_BASE:
             g = self.big.get(slot)
             if g is None:
                 return None
@@ -62,8 +94,8 @@ class Grads:
 
     def add(self, slot, size, value, dtype=None, owned=False):
         """Accumulate ``value`` (any shape with ``size`` elements) into a slot."""
-        self.reach[slot] = 1
-        if size >= BIG:
+        if slot >= BIG_BASE:
+            self.bigreach.add(slot)
             cur = self.big.get(slot)
             flat = np.ravel(value)
             if cur is not None and not cur.flags.writeable:
@@ -78,11 +110,12 @@ class Grads:
             else:
                 cur += flat
         else:
+            self.reach[slot] = 1
             self.G[slot:slot + size] += np.ravel(value)
 
     def set(self, slot, size, value):
         """Replace a slot's gradient (a hook's returned tensor)."""
-        if size >= BIG:
+        if slot >= BIG_BASE:
             self.big[slot] = np.array(np.ravel(value), copy=True)
         else:
             self.G[slot:slot + size] = np.ravel(value)
@@ -91,7 +124,7 @@ class Grads:
 def sweep_record(tape, k, R, A, grads):
     """Run big record k: read its output's gradient, add its inputs' gradients."""
     op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
-    if not grads.reach[go]:
+    if not grads.reached(go):
         return
     op &= ~BIG_FLAG
     rule = RULES[op]
@@ -109,7 +142,7 @@ def sweep_record(tape, k, R, A, grads):
         else:
             # the gradient of a full sum is one number everywhere: a zero-stride
             # view, materialised only if something adds into it in place
-            grads.reach[g0] = 1
+            grads.mark(g0)
             grads.big[g0] = np.broadcast_to(np.float64(value), (size,))
         return
     if kind == 'reduce':
@@ -240,17 +273,16 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
         j -= 1
     lowest = run[-1]
     # which records are reached, and which slots never leave the run
-    reach = grads.reach
     produced = {int(R[j, 1]) for j in run}
     live = []
     for j in run:
         go = int(R[j, 1])
-        if not reach[go]:
+        if not grads.reached(go):
             continue
         live.append(j)
         for s in (int(R[j, 3]), int(R[j, 4])):
             if s >= 0:
-                reach[s] = 1
+                grads.mark(s)
     scratch_slots = {s for s in produced if s not in grads.big and s not in keep}
     kern = _chunk_kernels()
     plan = []

@@ -194,7 +194,7 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
         RF = R.view(np.float64)
         if tape.epoch != inplace_epoch[0]:
             # conservatively, every record counts (before the sweep appends its own)
-            tape.check_versions(R, np.ones(tape.gpos, np.uint8))
+            tape.check_versions(R, np.ones(len(R), bool))
         leaf_of = {}
         for leaf, s in tape.leaves:
             leaf_of.setdefault(s, leaf)
@@ -208,10 +208,8 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
             _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
         if not retain_graph:
             from ._sweep import release
-            reach = np.zeros(tape.gpos, np.uint8)
-            for s in acc:
-                reach[s] = 1
-            release(tape, reach, R)
+            slots = np.array([s for s in acc if isinstance(s, int)], dtype=np.int64)
+            release(tape, np.isin(R[:, 1], slots), R)
     for o, gt in leaf_roots:
         _add(acc, ('leaf', id(o)), _flat(gt))
     if inputs is not None:

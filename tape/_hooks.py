@@ -88,8 +88,9 @@ class SlotHooks:
             from . import _ops
             t._grad = _ops.add(t._grad, g) if not copy else _leaf(t._grad._data + g._data)
 
-    def shift(self, gs):
-        self.slot += gs
+    def shift(self, shift):
+        from ._tape import shift_slot
+        self.slot = shift_slot(self.slot, shift)
 
 
 def _slot_hooks(t):

@@ -13,6 +13,7 @@ import numpy as np
 from . import _dtypes
 from ._rules import OP, RULES
 from ._big import BIG, BIG_FLAG, BigRecord
+from ._tape import shift_slot as _shift_slot
 from ._tape import PACK as _PACK, PACK_C as _PACK_C, grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW
 
@@ -137,13 +138,12 @@ _OP_BROADCAST = OP['broadcast']
 def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
     """Record an implicit broadcast of slot; return the slot of the expanded copy."""
     if size_big >= BIG:
-        out = tape.gpos
+        out = tape.alloc(size_big)
         meta = BigRecord({}, np.empty(0), ())
         meta.out_shape = tuple(big_shape)
         meta.in_shapes = [tuple(small_shape)]
         meta.in_dtypes = [None]
         tape.big.append(meta)
-        tape.gpos = out + size_big
         tape.rec += _PACK(_OP_BROADCAST | BIG_FLAG, out, size_big, slot, -1, len(tape.big) - 1,
                           0, size_small)
         tape.n += 1
@@ -158,8 +158,7 @@ def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
 
 def _big_record(tape, op, out, n, g0, g1, meta, ax=0, x=0, const=None):
     """Append a big record (see tape/_big.py): saved arrays stay in ``meta``."""
-    slot = tape.gpos
-    tape.gpos = slot + n
+    slot = tape.alloc(n)
     tape.big.append(meta)
     v = len(tape.big) - 1
     if const is None:
@@ -984,7 +983,7 @@ def inplace(a, name, other=None, alpha=None):
         ref, slot = a._extra['alias_of']      # a detached view of a graph tensor
         alias_tape = ref()
         while alias_tape is not None and alias_tape.alias is not None:   # merged since
-            slot += alias_tape.gshift
+            slot = _shift_slot(slot, alias_tape.gshift)
             alias_tape = alias_tape.alias
         if alias_tape is not None:
             alias_tape.dirty = (alias_tape.dirty or []) + [(slot, alias_tape.n)]

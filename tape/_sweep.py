@@ -12,7 +12,7 @@ which is the "clone" of the tape's mutable state).
 """
 import numpy as np
 
-from ._big import BIG, BIG_FLAG, Grads, sweep_chain, sweep_record
+from ._big import BIG_BASE, BIG_FLAG, Grads, sweep_chain, sweep_record
 from ._rules import RULES
 from ._tape import REC, SAVING, inplace_epoch, resolve
 from ._tensor import _leaf
@@ -139,7 +139,6 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             if r._tape is tape and tape.is_dead(r._rec):
                 raise RuntimeError(SECOND_BACKWARD)
     R, V, A = pack(tape)
-    # np.zeros is calloc: cheap for small arenas, lazily zeroed pages for big ones
     G = np.zeros(tape.gpos)
     reach = np.zeros(tape.gpos, np.uint8)
     store = Grads(G, reach)
@@ -148,11 +147,11 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
         if r._tape is None:
             continue
         s = r._goff
-        if type(g) is float:
+        if type(g) is float and s < BIG_BASE:
             G[s] += g
+            reach[s] = 1
         else:
-            store.add(s, g.size, g)
-        reach[s] = 1
+            store.add(s, r._data.size, g)
         if r._rec > start:
             start = r._rec
     sweep = _kernel or kernel()
@@ -170,37 +169,37 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             k = _python_record(tape, k, R, G, V, A, reach, store, stop, keep) - 1
         if stop >= 0:
             for h in hooks[stop].values():
-                if reach[h.slot]:
+                if store.reached(h.slot):
                     h.run_compiled(store)
         k = stop
-    if dead:
-        mask = tape.dead_mask()
-        if np.any(mask & reach[R[:len(mask), 1]]):
+    if dead or tape.epoch != inplace_epoch[0]:
+        used = store.reached_records(R)
+        if dead and np.any(tape.dead_mask() & used[:tape.n]):
             raise RuntimeError(SECOND_BACKWARD)
-    if tape.epoch != inplace_epoch[0]:      # something changed in place since recording
-        tape.check_versions(R, reach)
+        if tape.epoch != inplace_epoch[0]:      # something changed in place since recording
+            tape.check_versions(R, used)
     result = None
     if inputs is not None:
         result = [_grad_of(tape, x, store) for x in inputs]
     if accumulate:
         for leaf, s in tape.leaves:
-            if reach[s]:
+            if store.reached(s):
                 d = leaf._data
-                g = G[s:s + d.size] if d.size < BIG else store.get(s, d.size)
+                g = store.get(s, d.size)
                 if g is None:
                     continue
                 if leaf._extra is not None and leaf._extra.get('hooks'):
                     g = _leaf_hooks(leaf, g)
                     if g is None:
                         continue
-                _accumulate(leaf, g, owned=d.size >= BIG)
+                _accumulate(leaf, g, owned=s >= BIG_BASE)
         for r, g in zip(roots, grads):
             if r._tape is None:
                 _accumulate(r, g)
     if retain_graph:
         tape.packed = (tape.n, R, V, A)
     else:
-        release(tape, reach, R)
+        release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
     return result
 
 
@@ -222,35 +221,34 @@ def run_scalar(root, retain_graph):
     reach = np.zeros(tape.gpos, np.uint8)
     G[root._goff] = 1.0
     reach[root._goff] = 1
+    store = Grads(G, reach)
     sweep = _kernel or kernel()
-    store = None
     k = sweep(R, G, V, A, reach, root._rec, -1)
     while k >= 0:
-        if store is None:
-            store = Grads(G, reach)
         k = _python_record(tape, k, R, G, V, A, reach, store) - 1
         if k >= 0:
             k = sweep(R, G, V, A, reach, k, -1)
-    if dead:
-        mask = tape.dead_mask()
-        if np.any(mask & reach[R[:len(mask), 1]]):
+    if dead or tape.epoch != inplace_epoch[0]:
+        used = store.reached_records(R)
+        if dead and np.any(tape.dead_mask() & used[:tape.n]):
             raise RuntimeError(SECOND_BACKWARD)
-    if tape.epoch != inplace_epoch[0]:
-        tape.check_versions(R, reach)
+        if tape.epoch != inplace_epoch[0]:
+            tape.check_versions(R, used)
     for leaf, s in tape.leaves:
-        if reach[s]:
-            d = leaf._data
-            size = d.size
-            if size >= BIG or leaf._extra is not None:
-                g = G[s:s + size] if size < BIG else (store.get(s, size) if store else None)
+        if s >= BIG_BASE or leaf._extra is not None:
+            if not store.reached(s):
+                continue
+            g = store.get(s, leaf._data.size)
+            if g is None:
+                continue
+            if leaf._extra is not None and leaf._extra.get('hooks'):
+                g = _leaf_hooks(leaf, g)
                 if g is None:
                     continue
-                if leaf._extra is not None and leaf._extra.get('hooks'):
-                    g = _leaf_hooks(leaf, g)
-                    if g is None:
-                        continue
-                _accumulate(leaf, g, owned=size >= BIG)
-                continue
+            _accumulate(leaf, g, owned=s >= BIG_BASE)
+        elif reach[s]:
+            d = leaf._data
+            size = d.size
             cur = leaf._grad
             if cur is None:
                 leaf._grad = _leaf(G[s:s + size].astype(d.dtype).reshape(d.shape))
@@ -264,7 +262,7 @@ def run_scalar(root, retain_graph):
     if retain_graph:
         tape.packed = (tape.n, R, V, A)
     else:
-        release(tape, reach, R)
+        release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
 
 
 def _acc_kernel(dst, G, s):
@@ -274,9 +272,10 @@ def _acc_kernel(dst, G, s):
     accumulate(dst, G, s)
 
 
-def release(tape, reach, R):
+def release(tape, used, R):
     """Free what the sweep's records saved, as PyTorch frees saved tensors.
 
+    ``used``: per record, whether the sweep reached it (None: all were).
     Only records that save values die (a second sweep through, say, an add is
     allowed, as in PyTorch), and only those the sweep reached: another graph
     sharing the tape can still be swept.  Records appended later keep their
@@ -285,13 +284,13 @@ def release(tape, reach, R):
     """
     tape.released = True
     tape.packed = None
-    if np.count_nonzero(reach) == tape.n + len(tape.leaves) + tape.xslots:
-        # every slot reached (the usual case): every saving record is dead now
+    if used is None:
+        # every record was reached (the usual case): every saving one is dead now
         tape.dead_upto = tape.n
         tape.dead = None
     else:
         saving = SAVING[R[:, 0] & ~BIG_FLAG]
-        used = saving & (reach[R[:, 1]] != 0)
+        used = saving & used
         mask = tape.dead_mask()
         dead = used.astype(np.uint8) if mask is None else (mask | used)
         tape.dead = dead
@@ -314,13 +313,13 @@ def _grad_of(tape, x, store):
     size = x._data.size
     if x._tape is tape:
         s = x._goff
-        g = store.get(s, size) if store.reach[s] else None
+        g = store.get(s, size) if store.reached(s) else None
         if g is None:
             return None
         return g.reshape(x._data.shape).astype(x._data.dtype)
     total = None
     for leaf, s in tape.leaves:
-        if leaf is x and store.reach[s]:
+        if leaf is x and store.reached(s):
             g = store.get(s, size)
             if g is not None:
                 total = g.copy() if total is None else total + g

@@ -43,7 +43,7 @@ import weakref
 
 import numpy as np
 
-from ._big import BIG_FLAG
+from ._big import BIG, BIG_BASE, BIG_FLAG
 from ._rules import KIND_FIELDS, RULES
 
 REC = 8
@@ -78,7 +78,7 @@ inplace_epoch = [0]
 
 class Tape:
     """One graph's records.  ``print(tape)`` lists them."""
-    __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos',
+    __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos', 'bpos',
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
@@ -91,6 +91,7 @@ class Tape:
         self.vpos = 0
         self.attrs = []         # int arrays, concatenated into A at backward
         self.apos = 0
+        self.bpos = BIG_BASE    # next free big slot (tape/_big.py)
         self.gpos = 0           # next free slot
         self.leaves = []        # (leaf tensor, slot)
         self.leafmap = {}       # id(leaf) -> slot
@@ -98,7 +99,7 @@ class Tape:
         self.released = False
         self.py = []            # Python records: objects with .backward(...)
         self.alias = None       # set when merged into another tape
-        self.gshift = 0
+        self.gshift = (0, 0)    # (small, big) slot offsets, once merged
         self.rshift = 0
         self.packed = None      # (R, V, A) cached by a retain_graph sweep
         self.epoch = inplace_epoch[0]
@@ -120,12 +121,21 @@ class Tape:
         """Slot of leaf ``t`` on this tape, registering it on first use."""
         slot = self.leafmap.get(id(t))
         if slot is None:
-            slot = self.gpos
-            self.gpos += t._data.size
+            slot = self.alloc(t._data.size)
             self.leafmap[id(t)] = slot
             self.leaves.append((t, slot))
         t._rec = self.serial      # a leaf caches its last tape's serial...
         t._goff = slot            # ...and its slot there
+        return slot
+
+    def alloc(self, size):
+        """A new slot of ``size`` elements: in the arena G, or a big slot."""
+        if size >= BIG:
+            slot = self.bpos
+            self.bpos += size
+        else:
+            slot = self.gpos
+            self.gpos += size
         return slot
 
     def add_attrs(self, arr):
@@ -144,14 +154,15 @@ class Tape:
         self.boxes.append(box)
         self.versions.append((box[0], self.n if rec is None else rec))
 
-    def check_versions(self, R, reach):
+    def check_versions(self, R, used):
         """Raise if a tensor saved by a record this sweep used was changed in place.
 
-        Called after the sweep (and before anything is delivered), so records
-        of other graphs on the tape, which the sweep did not reach, do not count.
+        Called after the sweep (and before anything is delivered) with ``used``,
+        per record whether the sweep reached it: records of other graphs on the
+        tape do not count.
         """
         for box, (version, k) in zip(self.boxes, self.versions):
-            if box[0] != version and k < len(R) and reach[R[k, 1]]:
+            if box[0] != version and k < len(R) and used[k]:
                 raise RuntimeError(
                     'one of the variables needed for gradient computation has been '
                     f'modified by an inplace operation: the tensor saved by '
@@ -160,7 +171,7 @@ class Tape:
                     'changed in place after the op used it; change a copy (clone()) instead.')
         for slot, at in self.dirty or ():
             for k in range(min(at, len(R))):
-                if not reach[R[k, 1]]:
+                if not used[k]:
                     continue
                 rule = RULES[R[k, 0] & ~BIG_FLAG]
                 if rule.kind == 'elementwise':
@@ -230,11 +241,18 @@ def open_tape():
     return tape
 
 
+def shift_slot(slot, shift):
+    """Where ``slot`` moved when its tape was merged: (small, big) offsets."""
+    if slot < 0:
+        return slot
+    return slot + (shift[1] if slot >= BIG_BASE else shift[0])
+
+
 def resolve(t):
     """Follow merges: make ``t._tape`` the live tape its records now sit on."""
     tape = t._tape
     while tape.alias is not None:
-        t._goff += tape.gshift
+        t._goff = shift_slot(t._goff, tape.gshift)
         t._rec += tape.rshift
         tape = tape.alias
     t._tape = tape
@@ -257,12 +275,14 @@ def merge(dst, src):
         src.attrs = [np.zeros(fa, np.int64)] + src.attrs
         src.freed = None
     gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
+    bs = dst.bpos - BIG_BASE
+    shift = (gs, bs)
     R = np.frombuffer(bytes(src.rec), np.int64).reshape(-1, REC).copy()
     isbig = (R[:, 0] & BIG_FLAG) != 0
     ops = R[:, 0] & ~BIG_FLAG
-    R[:, 1] += gs
-    for col in (3, 4):
-        R[:, col] = np.where(R[:, col] >= 0, R[:, col] + gs, R[:, col])
+    for col in (1, 3, 4):
+        c = R[:, col]
+        R[:, col] = np.where(c >= BIG_BASE, c + bs, np.where(c >= 0, c + gs, c))
     # big records: v indexes tape.big and their attributes live there
     R[:, 5] = np.where(isbig, R[:, 5] + len(dst.big),
                        np.where(_V_OFFSET[ops], R[:, 5] + vs, R[:, 5]))
@@ -270,13 +290,13 @@ def merge(dst, src):
                        np.where(_A_OFFSET[ops] & ~isbig, R[:, 6] + as_, R[:, 6]))
     dst.rec += R.tobytes()
     for p in src.py:
-        p.shift(gs)
+        p.shift(shift)
     if src.hooks:
         if dst.hooks is None:
             dst.hooks = {}
         for rec, per in src.hooks.items():
             for h in per.values():
-                h.shift(gs)
+                h.shift(shift)
             dst.hooks.setdefault(rec + rs, {}).update({h.slot: h for h in per.values()})
     dst.py.extend(src.py)
     dst.n += src.n
@@ -286,16 +306,17 @@ def merge(dst, src):
     dst.apos += src.apos
     for t, slot in src.leaves:
         # a leaf on both tapes keeps two slots; delivery adds both
-        dst.leafmap.setdefault(id(t), slot + gs)
-        dst.leaves.append((t, slot + gs))
+        dst.leafmap.setdefault(id(t), shift_slot(slot, shift))
+        dst.leaves.append((t, shift_slot(slot, shift)))
     dst.gpos += src.gpos
+    dst.bpos += src.bpos - BIG_BASE
     dst.xslots += src.xslots
     dst.big.extend(src.big)
     dst.boxes.extend(src.boxes)
     dst.versions.extend((ver, k + rs) for ver, k in src.versions)
     dst.epoch = min(dst.epoch, src.epoch)
     if src.dirty:
-        dst.dirty = (dst.dirty or []) + [(s + gs, at + rs) for s, at in src.dirty]
+        dst.dirty = (dst.dirty or []) + [(shift_slot(s, shift), at + rs) for s, at in src.dirty]
     dst.released = dst.released or src.released
     dm, sm = dst.dead_mask(), src.dead_mask()
     if dm is not None or sm is not None:
@@ -309,7 +330,7 @@ def merge(dst, src):
     dst.packed = None
     src.nodes = None
     src.alias = dst
-    src.gshift = gs
+    src.gshift = shift
     src.rshift = rs
     # free src's buffers: dst owns them now
     src.rec = src.saved = src.attrs = src.leaves = src.py = None

@@ -134,9 +134,10 @@ class _FunctionRecord:
     __slots__ = ('cls', 'ctx', 'in_slots', 'in_shapes', 'in_dtypes', 'out_slots',
                  'out_shapes', 'out_dtypes', 'nargs', '__weakref__')
 
-    def shift(self, gs):
-        self.in_slots = [s + gs if s >= 0 else s for s in self.in_slots]
-        self.out_slots = [s + gs if s >= 0 else s for s in self.out_slots]
+    def shift(self, shift):
+        from .._tape import shift_slot
+        self.in_slots = [shift_slot(s, shift) for s in self.in_slots]
+        self.out_slots = [shift_slot(s, shift) for s in self.out_slots]
 
     def _call_backward(self, grads):
         name = self.cls.__name__ + 'Backward'
@@ -181,11 +182,10 @@ class _FunctionRecord:
 
     def backward(self, store):
         """Compiled-sweep side: read output grads from the store, add input grads to it."""
-        reach = store.reach
-        if not any(s >= 0 and reach[s] for s in self.out_slots):
+        if not any(s >= 0 and store.reached(s) for s in self.out_slots):
             return
         grads = self._grads_in(
-            lambda s: reach[s],
+            store.reached,
             lambda s, shape, dt: _leaf(store.get(s, int(np.prod(shape)), shape).astype(dt)))
         with no_grad():
             res = self._call_backward(grads)
@@ -267,8 +267,7 @@ class Function(metaclass=_FunctionMeta):
                 out_shapes.append(np.shape(o._data) if isinstance(o, Tensor) else ())
                 out_dtypes.append(o._data.dtype if isinstance(o, Tensor) else np.float64)
                 continue
-            slot = tape.gpos
-            tape.gpos += o._data.size
+            slot = tape.alloc(o._data.size)
             o._rg = True
             o._tape = tape
             o._goff = slot
