@@ -170,12 +170,13 @@ def sweep_record(tape, k, R, A, grads):
         return
     if kind == 'mm':
         a, b = meta.saved['a'], meta.saved['b']
+        # BLAS in the operands' dtype (float32 stays float32): cast the gradient,
+        # which may have come through a float64 arena or chunk buffer
+        g = g.astype(np.result_type(a.dtype, b.dtype), copy=False)
         if g0 >= 0:
-            grads.add(g0, a.size, g @ b.T.astype(g.dtype, copy=False), meta.in_dtypes[0],
-                      owned=True)
+            grads.add(g0, a.size, g @ b.T, meta.in_dtypes[0], owned=True)
         if g1 >= 0:
-            grads.add(g1, b.size, a.T.astype(g.dtype, copy=False) @ g, meta.in_dtypes[1],
-                      owned=True)
+            grads.add(g1, b.size, a.T @ g, meta.in_dtypes[1], owned=True)
         return
     _via_kernel(k, R, meta, g, grads)
 
