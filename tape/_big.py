@@ -18,6 +18,7 @@ own (from ``BIG_BASE``), so ``G`` is only as large as the small slots.
 """
 import numpy as np
 
+from ._pool import pool
 from ._rules import RULES
 
 BIG = 16384            # elements
@@ -288,6 +289,7 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
     kern = _chunk_kernels()
     plan = []
     full = {}
+    fresh = []
     for j in live:
         op = int(R[j, 0]) & ~BIG_FLAG
         rule = RULES[op]
@@ -304,8 +306,13 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
             else:
                 if s not in full:
                     cur = grads.big.get(s)
-                    if cur is None or cur.dtype != np.float64 or not cur.flags.writeable:
-                        cur = np.zeros(n) if cur is None else np.array(cur, np.float64).ravel()
+                    if cur is None:
+                        # a gradient the run creates: pooled memory, which its
+                        # first writer stores into (see below)
+                        cur = pool.empty(n, np.float64)
+                        fresh.append(s)
+                    elif cur.dtype != np.float64 or not cur.flags.writeable:
+                        cur = np.array(cur, np.float64).ravel()
                     full[s] = cur.reshape(-1)
                 targets.append(('full', s))
         go = int(R[j, 1])
@@ -314,16 +321,26 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
             g = grads.big.get(go)
             # reshape, not ravel: a broadcast (zero-stride) gradient stays a view
             full[go] = g.reshape(-1) if g is not None else np.zeros(n)
-        plan.append((getattr(kern, 'vjp_' + rule.name), src, saved.get('a', _EMPTY),
-                     saved.get('b', _EMPTY), saved.get('out', _EMPTY), consts, targets))
+        plan.append([getattr(kern, 'vjp_' + rule.name), src, saved.get('a', _EMPTY),
+                     saved.get('b', _EMPTY), saved.get('out', _EMPTY), consts, targets,
+                     False, False])
+    # the first writer of a gradient the run creates (a fresh full array or a
+    # scratch buffer) stores instead of adding: no zero-fill, no read
+    unwritten = set(scratch_slots)
+    for key in [('full', s) for s in fresh] + [('scratch', s) for s in scratch_slots]:
+        for entry in plan:
+            if key in entry[6]:
+                entry[7 + entry[6].index(key)] = True
+                unwritten.discard(key[1])
+                break
     scratch = {s: np.empty(min(CHUNK, n)) for s in scratch_slots}
     bcast = np.empty(min(CHUNK, n))
     for lo in range(0, n, CHUNK):
         hi = min(n, lo + CHUNK)
         m = hi - lo
-        for buf in scratch.values():
-            buf[:m] = 0.0
-        for fn, src, a, b, o, (c, d), targets in plan:
+        for s in unwritten:           # read but never written: a zero gradient
+            scratch[s][:m] = 0.0
+        for fn, src, a, b, o, (c, d), targets, set_a, set_b in plan:
             g = scratch[src[1]][:m] if src[0] == 'scratch' else full[src[1]][lo:hi]
             if g.strides[0] == 0:         # a broadcast gradient: make the chunk real
                 bcast[:m] = g[0]
@@ -337,7 +354,7 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
                 else:
                     views.append(full[t[1]][lo:hi])
             fn(g, a[lo:hi] if a.size else _EMPTY, b[lo:hi] if b.size else _EMPTY,
-               o[lo:hi] if o.size else _EMPTY, c, d, views[0], views[1])
+               o[lo:hi] if o.size else _EMPTY, c, d, views[0], views[1], set_a, set_b)
     for s, arr in full.items():
         grads.big[s] = arr
     return lowest

@@ -13,6 +13,7 @@ import numpy as np
 from . import _dtypes
 from ._rules import OP, RULES
 from ._big import BIG, BIG_FLAG, BigRecord
+from ._pool import pool
 from ._tape import shift_slot as _shift_slot
 from ._tape import PACK as _PACK, PACK_C as _PACK_C, grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW
@@ -308,6 +309,27 @@ def _wants_grad(a):
 
 
 # ------------------------------------------------------- elementwise ops
+_UFUNCS = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+           operator.truediv: np.true_divide, operator.pow: np.power}
+
+
+def _pooled(uf, npf, *args):
+    """``npf(*args)`` for large operands, written into a buffer from the pool
+    (tape/_pool.py) instead of fresh memory."""
+    if uf is None:
+        return npf(*args)
+    if uf is np.power and type(args[1]) in (int, float) and args[1] == 2:
+        uf, args = np.square, args[:1]          # what ``x ** 2`` does for arrays
+    shape = np.broadcast_shapes(*(np.shape(x) for x in args))
+    dtype = np.result_type(*args)
+    if uf is np.true_divide and dtype.kind in 'iub':
+        return npf(*args)
+    out = pool.empty(shape, dtype)
+    uf(*args, out=out)
+    return out
+
+
+
 def _binary(name, scalar_name, rscalar_name, npf):
     """Make ``op(a, b)`` and the reflected ``op(b, a)`` for a Tensor ``a``.
 
@@ -321,11 +343,13 @@ def _binary(name, scalar_name, rscalar_name, npf):
     s_saves_a = sop is not None and 'a' in RULES[sop].saves
     s_saves_out = sop is not None and 'out' in RULES[sop].saves
     b_saves = _SAVES[op]
+    uf = _UFUNCS.get(npf)
 
     def fwd(a, b):
         tb = type(b)
         if tb is float or tb is int:
-            out = npf(a._data, b)
+            ad = a._data
+            out = npf(ad, b) if ad.size < BIG else _pooled(uf, npf, ad, b)
             if not (a._rg and grad_mode.enabled):
                 if out.dtype is not a._data.dtype:      # an int tensor with a float
                     out = _dtypes.binary_result(name, a._data, b, out)
@@ -351,7 +375,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             ad = a._data
             bd = b._data
             try:
-                out = npf(ad, bd)
+                out = npf(ad, bd) if ad.size < BIG and bd.size < BIG else \
+                    _pooled(uf, npf, ad, bd)
             except ValueError:
                 raise _broadcast_error(name, a, b) from None
             if not ((a._rg or b._rg) and grad_mode.enabled):
@@ -479,12 +504,13 @@ minimum, _ = _binary('minimum', None, None, np.minimum)
 def _unary(name, npf):
     op = OP[name]
     saves = _SAVES[op]
+    uf = npf if isinstance(npf, np.ufunc) else None
 
     def f(a):
         if type(a) is not Tensor:
             a = _const(a)
         ad = a._data
-        out = npf(ad)
+        out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
         if not (a._rg and grad_mode.enabled):
             if out.dtype is not ad.dtype:        # exp of an int tensor: the default float
                 out = _dtypes.float_result(ad, out)
