@@ -133,6 +133,7 @@ def _broadcast_attrs(big_shape, small_shape):
 
 
 _OP_EXPAND = OP['expand']
+_OP_MM = OP['mm']
 _OP_BROADCAST = OP['broadcast']
 
 
@@ -355,14 +356,15 @@ def _binary(name, scalar_name, rscalar_name, npf):
                     out = _dtypes.binary_result(name, a._data, b, out)
                 return _leaf(out)
             tape = a._tape
+            n = out.size
             if sop is None or tape is None or tape.alias is not None or s_saves_a or s_saves_out \
-                    or out.size >= BIG:
+                    or n >= BIG:
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
                 return _record_unary(sop, a, out, b)
             slot = tape.gpos
-            tape.gpos = slot + out.size
-            tape.rec += _PACK_C(sop, slot, out.size, a._goff, -1, 0, 0, b)
+            tape.gpos = slot + n
+            tape.rec += _PACK_C(sop, slot, n, a._goff, -1, 0, 0, b)
             t = _TNEW(Tensor)
             t._data = out
             t._rg = True
@@ -901,16 +903,33 @@ def mm(a, b):
         raise RuntimeError(f'mm: mat1 and mat2 shapes cannot be multiplied '
                            f'({ad.shape[0]}x{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})')
     out = ad @ bd
-    if (a._rg or b._rg) and grad_mode.enabled:
-        m, k = ad.shape
-        # m and k ride in the record's a and x fields; n is the result's size / m
-        r = _record_struct(OP['mm'], a, out, x=k, saved=(ad, bd), b=b, ax=m)
-        tape = r._tape
+    if not ((a._rg or b._rg) and grad_mode.enabled):
+        return _leaf(out)
+    m, k = ad.shape
+    n = out.size
+    if n >= BIG or ad.size >= BIG or bd.size >= BIG:
+        r = _record_struct(_OP_MM, a, out, x=k, saved=(ad, bd), b=b, ax=m)
         for x in (a, b):
             if x._tape is None:
-                tape.save_box(x, r._rec)
+                r._tape.save_box(x, r._rec)
         return r
-    return _leaf(out)
+    # inline: the small products of a training step (m and k ride in the
+    # record's a and x fields; the result's columns are its size / m)
+    tape = _tape_of2(a, b)
+    g0 = _slot(a, tape)
+    g1 = _slot(b, tape)
+    slot = tape.gpos
+    tape.gpos = slot + n
+    v = tape.vpos
+    tape.saved.append(ad)
+    tape.saved.append(bd)
+    tape.vpos = v + ad.size + bd.size
+    if a._tape is None:
+        tape.save_box(a)
+    if b._tape is None:
+        tape.save_box(b)
+    tape.rec += _PACK(_OP_MM, slot, n, g0, g1, v, m, k)
+    return _result(out, tape, slot)
 
 
 def matmul(a, b):
