@@ -348,7 +348,13 @@ def _accumulate(leaf, g, owned=False):
     else:
         cd = cur._data
         if type(cd) is np.ndarray and cd.flags.writeable:
-            cd += g.reshape(cd.shape)
+            if cd.flags.c_contiguous and g.ndim == 1 and g.dtype == np.float64 \
+                    and g.flags.c_contiguous and cd.size == g.size:
+                # a Numba loop: NumPy's mixed-dtype in-place add (float32 +=
+                # float64) is several times slower
+                _acc_kernel(cd.reshape(-1), g, 0)
+            else:
+                cd += g.reshape(cd.shape)
         else:
             cur._data = np.asarray(cd + g.reshape(np.shape(cd)), dtype=d.dtype)
 

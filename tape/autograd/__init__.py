@@ -57,7 +57,9 @@ def _seeds(outputs, grad_outputs, create_graph):
                     f'Mismatch in shape: grad_output[{i}] has a shape of '
                     f'{list(np.shape(gd))} and output[{i}] has a shape of '
                     f'{list(o._data.shape)}.')
-        grads.append(np.asarray(gd, dtype=np.float64))
+        # the sweep casts when it seeds the float64 arena: no copy here
+        gd = np.asarray(gd)
+        grads.append(gd if gd.dtype.kind == 'f' else gd.astype(np.float64))
     return grads
 
 
