@@ -13,7 +13,7 @@ import ast
 import os
 import sys
 
-from compiler.codegen import _KERNEL_HELPERS, _Subst
+from compiler.codegen import _KERNEL_HELPERS, _Subst, write_or_check
 from tape._rules import RULES
 
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_chunk_generated.py')
@@ -67,17 +67,7 @@ def generate():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    src = generate()
-    if '--check' in argv:
-        with open(TARGET) as f:
-            if f.read() != src:
-                print(f'{TARGET} is stale: run python -m compiler.chunkgen')
-                return 1
-        return 0
-    with open(TARGET, 'w') as f:
-        f.write(src)
-    print(f'wrote {TARGET}')
-    return 0
+    return write_or_check(TARGET, generate(), argv, 'compiler.chunkgen')
 
 
 if __name__ == '__main__':

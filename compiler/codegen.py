@@ -343,19 +343,23 @@ def generate():
     return ''.join(out) + ''.join(kernels) + footer
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    src = generate()
+def write_or_check(target, src, argv, module):
+    """Write ``src`` to ``target``, or with ``--check`` say whether it is stale."""
     if '--check' in argv:
-        with open(TARGET) as f:
+        with open(target) as f:
             if f.read() != src:
-                print(f'{TARGET} is stale: run python -m compiler.codegen')
+                print(f'{target} is stale: run python -m {module}')
                 return 1
         return 0
-    with open(TARGET, 'w') as f:
+    with open(target, 'w') as f:
         f.write(src)
-    print(f'wrote {TARGET} ({len(RULES)} opcodes)')
+    print(f'wrote {target}')
     return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    return write_or_check(TARGET, generate(), argv, 'compiler.codegen')
 
 
 if __name__ == '__main__':

@@ -86,8 +86,9 @@ def _tape_of2(a, b):
     return ta
 
 
-def tape_of_all(tensors):
-    """The one tape all of ``tensors`` record on (merging their tapes if needed)."""
+def tape_of_all(tensors, new=True):
+    """The one tape all of ``tensors`` record on (merging their tapes if needed);
+    when none is on a tape, the open tape (``new``) or None."""
     tape = None
     for t in tensors:
         tt = t._tape
@@ -102,7 +103,7 @@ def tape_of_all(tensors):
             merge(older, younger)
             tape = older
     if tape is None:
-        return open_tape()
+        return open_tape() if new else None
     for t in tensors:
         if t._tape is not None and t._tape.alias is not None:
             resolve(t)

@@ -70,24 +70,8 @@ def pack(tape):
 
 
 def _graph_of(roots):
-    tape = None
-    for r in roots:
-        t = r._tape
-        if t is None:
-            continue
-        if t.alias is not None:
-            t = resolve(r)
-        if tape is None:
-            tape = t
-        elif t is not tape:
-            from ._tape import merge
-            older, younger = (tape, t) if tape.serial < t.serial else (t, tape)
-            merge(older, younger)
-            tape = older
-            for x in roots:
-                if x._tape is not None:
-                    resolve(x)
-    return tape
+    from ._ops import tape_of_all
+    return tape_of_all(roots, new=False)
 
 
 def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=False):
