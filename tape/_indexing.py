@@ -221,7 +221,4 @@ def setitem(a, key, value):
         a._vbox = [0]
     _bump_version(a)
     if recorded is not None:
-        a._tape = recorded._tape
-        a._goff = recorded._goff
-        a._rec = recorded._rec
-        a._rg = True
+        _ops.rebind(a, recorded)

@@ -1054,11 +1054,16 @@ def inplace(a, name, other=None, alpha=None):
     d[...] = value
     _bump_version(a)
     if recorded is not None:
-        a._tape = recorded._tape
-        a._goff = recorded._goff
-        a._rec = recorded._rec
-        a._rg = True
+        rebind(a, recorded)
     return a
+
+
+def rebind(a, recorded):
+    """After an in-place op entered the graph: ``a`` now stands for ``recorded``'s slot."""
+    a._tape = recorded._tape
+    a._goff = recorded._goff
+    a._rec = recorded._rec
+    a._rg = True
 
 
 def _leaf_view_of(a):

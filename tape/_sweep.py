@@ -167,16 +167,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
         result = [_grad_of(tape, x, store) for x in inputs]
     if accumulate:
         for leaf, s in tape.leaves:
-            if store.reached(s):
-                d = leaf._data
-                g = store.get(s, d.size)
-                if g is None:
-                    continue
-                if leaf._extra is not None and leaf._extra.get('hooks'):
-                    g = _leaf_hooks(leaf, g)
-                    if g is None:
-                        continue
-                _accumulate(leaf, g, owned=s >= BIG_BASE)
+            _deliver(leaf, s, store)
         for r, g in zip(roots, grads):
             if r._tape is None:
                 _accumulate(r, g)
@@ -220,17 +211,8 @@ def run_scalar(root, retain_graph):
             tape.check_versions(R, used)
     for leaf, s in tape.leaves:
         if s >= BIG_BASE or leaf._extra is not None:
-            if not store.reached(s):
-                continue
-            g = store.get(s, leaf._data.size)
-            if g is None:
-                continue
-            if leaf._extra is not None and leaf._extra.get('hooks'):
-                g = _leaf_hooks(leaf, g)
-                if g is None:
-                    continue
-            _accumulate(leaf, g, owned=s >= BIG_BASE)
-        elif reach[s]:
+            _deliver(leaf, s, store)
+        elif reach[s]:                  # inline: the common small leaf without hooks
             d = leaf._data
             size = d.size
             cur = leaf._grad
@@ -310,6 +292,20 @@ def _grad_of(tape, x, store):
     if total is None:
         return None
     return total.reshape(x._data.shape).astype(x._data.dtype)
+
+
+def _deliver(leaf, s, store):
+    """Accumulate the gradient of leaf slot ``s`` into ``leaf.grad``, through its hooks."""
+    if not store.reached(s):
+        return
+    g = store.get(s, leaf._data.size)
+    if g is None:
+        return
+    if leaf._extra is not None and leaf._extra.get('hooks'):
+        g = _leaf_hooks(leaf, g)
+        if g is None:
+            return
+    _accumulate(leaf, g, owned=s >= BIG_BASE)
 
 
 def _leaf_hooks(leaf, g):
