@@ -22,6 +22,7 @@ from . import _ops
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor, Size, _leaf
 from . import autograd
+from . import func
 from ._sweep import run_scalar as _run_scalar
 
 __version__ = '0.1.0'
