@@ -37,6 +37,34 @@ def main():
     manual = 2 * x.detach() * tape.exp(x.detach()) + x.detach() ** 2 * tape.exp(x.detach())
     print('max |autograd - manual| =', float((x.grad - manual).abs().sum()))
 
+    print('\n== hooks, a custom Function, double backward ==')
+    x = V(tape.ones(3), requires_grad=True)
+    w = V(tape.tensor([0.5, 1.0, 2.0]), requires_grad=True)
+    y = x * w
+    handle = y.register_hook(lambda grad: print('  hook sees dz/dy =', grad))
+    y.sum().backward()
+    handle.remove()
+
+    class Sigmoid(tape.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            out = 1 / (1 + tape.exp(-x))
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            out, = ctx.saved_tensors
+            return out * (1 - out) * grad_output
+
+    x64 = tape.randn(3, 4, dtype=tape.float64, requires_grad=True)
+    print('  gradcheck(Sigmoid):', tape.autograd.gradcheck(Sigmoid.apply, (x64,)))
+    x = tape.tensor([5.0], requires_grad=True)
+    gx, = tape.autograd.grad(x ** 2, x, create_graph=True)
+    print('  d(x^2)/dx at 5 =', gx, ' second derivative =', tape.autograd.grad(gx, x)[0])
+    d3 = tape.func.grad(tape.func.grad(tape.func.grad(lambda v: (v ** 4).sum())))
+    print('  third derivative of x^4 at 2 (tape.func.grad thrice):', d3(tape.tensor(2.0)))
+
     print('\n== linear regression, 8000 steps of batch 8 ==')
     tape.manual_seed(1000)
 
