@@ -138,8 +138,13 @@ def sweep_record(tape, k, R, A, grads):
         c = float(R.view(np.float64)[k, 7])
         size = v_size(meta)
         value = g.ravel()[0] * c
-        if g0 in grads.big:
-            grads.big[g0] += value
+        cur = grads.big.get(g0)
+        if cur is not None and cur.flags.writeable:
+            cur += value
+        elif cur is not None and cur.strides == (0,):      # two sums of one tensor
+            grads.big[g0] = np.broadcast_to(np.float64(cur[0] + value), (size,))
+        elif cur is not None:
+            grads.big[g0] = cur + value
         else:
             # the gradient of a full sum is one number everywhere: a zero-stride
             # view, materialised only if something adds into it in place

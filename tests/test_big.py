@@ -108,3 +108,11 @@ def test_hook_on_big_intermediate_sees_and_replaces_gradient():
     (y * y).sum().backward()
     np.testing.assert_allclose(seen[0], 2 * y.detach().numpy())
     np.testing.assert_allclose(x.grad.numpy(), np.full(x.shape, 2.0))
+
+
+def test_two_full_sums_of_one_big_tensor():
+    # both sums hand a broadcast (read-only, zero-stride) gradient to the same slot
+    x = tape.tensor(_inputs([(ROWS, 100)])[0], requires_grad=True)
+    y = x * 3
+    (y.sum() + 2 * y.sum() + y.mean()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(x.shape, 3 * (3 + 1 / x.numel())))
