@@ -118,3 +118,46 @@ def test_two_full_sums_of_one_big_tensor():
     y = x * 3
     (y.sum() + 2 * y.sum() + y.mean()).backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full(x.shape, 3 * (3 + 1 / x.numel())))
+
+
+_UNARY = {
+    'exp': lambda m, x: (x * 0.1).exp(), 'tanh': lambda m, x: m.tanh(x),
+    'sigmoid': lambda m, x: m.sigmoid(x), 'sin': lambda m, x: m.sin(x),
+    'relu': lambda m, x: m.relu(x), 'neg': lambda m, x: -x, 'square': lambda m, x: x * x,
+    'sum_broadcast': lambda m, x: x - x.mean(),
+}
+_BINARY = {
+    'add': lambda m, x, y: x + y, 'sub': lambda m, x, y: x - y, 'mul': lambda m, x, y: x * y,
+    'div': lambda m, x, y: x / (y * y + 1), 'maximum': lambda m, x, y: m.maximum(x, y),
+}
+
+
+@pytest.mark.parametrize('seed', range(12))
+def test_random_programs_small_and_big_match_torch(seed):
+    """Random elementwise programs over small and big tensors, plain and create_graph."""
+    torch = pytest.importorskip('torch')
+    import random
+    r = random.Random(seed)
+    n = r.choice([6, 300, BIG + 4000])
+    shape = (n,) if r.random() < 0.5 else (n // 2, 2)
+    arrs = [rng.standard_normal(shape) for _ in range(3)]
+    prog = [(r.random() < 0.5, r.choice(list(_UNARY)), r.choice(list(_BINARY)),
+             r.randrange(10), r.randrange(10)) for _ in range(8)]
+
+    def run(m, ins):
+        vals = list(ins)
+        for unary, u, b, i, j in prog:
+            if unary:
+                vals.append(_UNARY[u](m, vals[i % len(vals)]))
+            else:
+                vals.append(_BINARY[b](m, vals[i % len(vals)], vals[j % len(vals)]))
+        return sum(v.sum() for v in vals[3:]) + vals[-1].mean()
+
+    xs = [tape.tensor(a, requires_grad=True) for a in arrs]
+    ys = [torch.tensor(a, requires_grad=True) for a in arrs]
+    create = seed % 3 == 0
+    gs = tape.autograd.grad(run(tape, xs), xs, create_graph=create, allow_unused=True,
+                            materialize_grads=True)
+    tgs = torch.autograd.grad(run(torch, ys), ys, allow_unused=True, materialize_grads=True)
+    for g, tg in zip(gs, tgs):
+        np.testing.assert_allclose(g.detach().numpy(), tg.numpy(), rtol=1e-7, atol=1e-9)
