@@ -652,6 +652,10 @@ def _python_start():
 
 
 # ---------------------------------------------------------------------- main
+# the ratios the project's issues ask for (PyTorch time / tape time)
+TARGETS = {'W1 ': 5, 'W2 ': 0.9, 'W3 (': 3, 'W4 ': 4, 'W5c ': 2, 'W6 ': 10}
+
+
 class Report:
     def __init__(self, libs):
         self.libs = libs           # column names, tape first
@@ -667,7 +671,7 @@ class Report:
     def print(self):
         cols = ['workload'] + [c for c in ('torch', 'tape') if c in self.libs]
         if 'torch' in self.libs:
-            cols.append('ratio torch/tape')
+            cols += ['ratio torch/tape', 'target']
         extras = [c for c in self.libs if c not in ('torch', 'tape')]
         cols += [DISPLAY.get(c, c) for c in extras]
         print('| ' + ' | '.join(cols) + ' |')
@@ -681,6 +685,8 @@ class Report:
                 t, m = cells.get('torch'), cells.get('tape')
                 ok = isinstance(t, float) and isinstance(m, float) and m > 0
                 out.append(f'{t / m:.2f}x' if ok else 'n/a')
+                target = next((v for k, v in TARGETS.items() if label.startswith(k)), None)
+                out.append(f'>= {target}x' if target else '')
             out += [_cell(cells.get(c, '-')) for c in extras]
             print('| ' + ' | '.join(out) + ' |')
         if self.notes:
