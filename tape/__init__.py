@@ -459,7 +459,7 @@ class Generator:
 def _inplace_via_copy(fn):
     # x.op_(...): the out-of-place result copied into x (recorded like copy_)
     def f(a, *args, **kw):
-        return _ops.inplace(a, 'copy', fn(a, *args, **kw))
+        return _ops.inplace_apply(a, fn, *args, **kw)
     f.__name__ = fn.__name__ + '_'
     return f
 

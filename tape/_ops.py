@@ -1058,6 +1058,36 @@ def inplace(a, name, other=None, alpha=None):
     return a
 
 
+def inplace_apply(a, fn, *args, **kwargs):
+    """``a.<fn>_(*args)``: ``fn`` applied to a as it is now, written back into a.
+
+    Records made so far that saved a by reference are marked before ``fn``
+    records its own op, whose input is a snapshot of a: the new record is not
+    a stale reader, the old ones are (see Tape.check_versions).
+    """
+    if a._rg and grad_mode.enabled and a._tape is None:
+        raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
+                           f'operation ({fn.__name__}_ on a tensor of shape '
+                           f'{tuple(a._data.shape)}).')
+    d = _storage(a)
+    tape = a._tape
+    if tape is not None:
+        tape.dirty = (tape.dirty or []) + [(a._goff, tape.n)]
+    res = fn(_leaf_view_of(a), *args, **kwargs)
+    value = np.asarray(res._data)
+    if value.shape != d.shape:
+        raise RuntimeError(f'{fn.__name__}_: output with shape {_shape_str(d.shape)} doesn\'t '
+                           f'match the result shape {_shape_str(value.shape)}')
+    if not np.can_cast(value.dtype, d.dtype, 'same_kind'):
+        raise RuntimeError(f'{fn.__name__}_: result type {value.dtype} can\'t be cast to the '
+                           f'desired output type {d.dtype}')
+    d[...] = value
+    _bump_version(a)
+    if res._tape is not None:
+        rebind(a, res)
+    return a
+
+
 def rebind(a, recorded):
     """After an in-place op entered the graph: ``a`` now stands for ``recorded``'s slot."""
     a._tape = recorded._tape

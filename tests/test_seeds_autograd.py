@@ -289,3 +289,18 @@ def test_inplace_change_of_saved_tensor_names_the_op():
     with pytest.raises(RuntimeError, match='modified by an inplace operation.*ExpBackward0'):
         s.backward()
     warnings.simplefilter('ignore')
+
+
+def test_inplace_clamp_on_non_leaf_matches_torch():
+    torch = pytest.importorskip('torch')
+    vals = [0.3, -2.0, 3.0, 0.9]
+    x = t.tensor(vals, requires_grad=True)
+    y = x * 2
+    y.clamp_(-1, 1)
+    (y * y).sum().backward()
+    xt = torch.tensor(vals, requires_grad=True)
+    yt = xt * 2
+    yt.clamp_(-1, 1)
+    (yt * yt).sum().backward()
+    assert y.grad_fn.name() == yt.grad_fn.name() == 'ClampBackward1'
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
