@@ -306,10 +306,6 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
     return _result(out, tape, slot)
 
 
-def _wants_grad(a):
-    return a._rg and grad_mode.enabled
-
-
 # ------------------------------------------------------- elementwise ops
 _UFUNCS = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
            operator.truediv: np.true_divide, operator.pow: np.power}
@@ -488,10 +484,6 @@ def _broadcast_error(name, a, b):
         f'{name}: The size of tensor a ({_shape_str(a._data.shape)}) must match the size of '
         f'tensor b ({_shape_str(b._data.shape)}): shapes {tuple(a._data.shape)} and '
         f'{tuple(b._data.shape)} cannot be broadcast together')
-
-
-def _promote(x, y):
-    return x, y
 
 
 # operator.* rather than np.* ufuncs: on NumPy scalars the operator is ~10x faster

@@ -304,3 +304,50 @@ def test_inplace_clamp_on_non_leaf_matches_torch():
     (yt * yt).sum().backward()
     assert y.grad_fn.name() == yt.grad_fn.name() == 'ClampBackward1'
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+
+
+def test_function_ctx_features():
+    class SortWithIndex(Function):
+        @staticmethod
+        def forward(ctx, x, scale, descending=False):
+            xs = x.detach().numpy()
+            order = np.argsort(-xs if descending else xs)
+            idx = t.tensor(order)
+            ctx.mark_non_differentiable(idx)
+            ctx.order = order                     # arbitrary ctx attributes
+            ctx.scale = scale
+            ctx.seen_needs = ctx.needs_input_grad
+            return x[t.tensor(order)] * scale, idx
+
+        @staticmethod
+        def backward(ctx, g, g_idx):
+            grad = np.zeros(len(ctx.order))
+            grad[ctx.order] = g.numpy() * ctx.scale
+            return t.tensor(grad, dtype=g.dtype), None, None   # None for non-tensor args
+
+    x = t.tensor([3.0, 1.0, 2.0], requires_grad=True)
+    vals, idx = SortWithIndex.apply(x, 2.0, True)
+    assert vals.requires_grad and not idx.requires_grad
+    assert idx.tolist() == [0, 2, 1]
+    (vals * t.tensor([1.0, 10.0, 100.0])).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 200.0, 20.0])
+    assert vals.grad_fn.name() == 'SortWithIndexBackward'
+
+
+def test_needs_input_grad_reports_which_inputs_require_grad():
+    seen = []
+
+    class Probe(Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            seen.append(ctx.needs_input_grad)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    a = t.ones(2, requires_grad=True)
+    Probe.apply(a, t.ones(2)).sum().backward()
+    assert seen == [(True, False)]
+    np.testing.assert_allclose(a.grad.numpy(), [1.0, 1.0])
