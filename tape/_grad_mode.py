@@ -1,7 +1,7 @@
 """Grad modes: ``no_grad``, ``enable_grad``, ``set_grad_enabled``; per thread."""
 import functools
 
-from ._tape import grad_mode
+from ._tape import grad_mode, set_grad_mode
 
 
 def is_grad_enabled():
@@ -15,11 +15,11 @@ class _Mode:
 
     def __enter__(self):
         self._prev = grad_mode.enabled
-        grad_mode.enabled = self._value
+        set_grad_mode(self._value)
         return self
 
     def __exit__(self, *exc):
-        grad_mode.enabled = self._prev
+        set_grad_mode(self._prev)
         return False
 
     def __call__(self, fn):
@@ -55,17 +55,17 @@ class set_grad_enabled(_Mode):
     def __init__(self, mode):
         self._value = bool(mode)
         self._prev = grad_mode.enabled
-        grad_mode.enabled = self._value
+        set_grad_mode(self._value)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        grad_mode.enabled = self._prev
+        set_grad_mode(self._prev)
         return False
 
     def __call__(self, fn):
-        grad_mode.enabled = self._prev     # as a decorator it must not switch now
+        set_grad_mode(self._prev)     # as a decorator it must not switch now
         value = self._value
 
         @functools.wraps(fn)

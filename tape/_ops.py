@@ -15,6 +15,7 @@ from ._rules import OP, RULES
 from ._big import BIG, BIG_FLAG, BigRecord
 from ._pool import pool
 from ._tape import shift_slot as _shift_slot
+from ._tape import grad_off as _OFF
 from ._tape import PACK as _PACK, PACK_C as _PACK_C, grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW
 
@@ -342,20 +343,21 @@ def _binary(name, scalar_name, rscalar_name, npf):
     s_saves_out = sop is not None and 'out' in RULES[sop].saves
     b_saves = _SAVES[op]
     uf = _UFUNCS.get(npf)
+    # the inline path records the constant in the record and saves nothing else
+    slow_const = sop is None or s_saves_a or s_saves_out
 
     def fwd(a, b):
         tb = type(b)
         if tb is float or tb is int:
             ad = a._data
             out = npf(ad, b) if ad.size < BIG else _pooled(uf, npf, ad, b)
-            if not (a._rg and grad_mode.enabled):
+            if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
                 if out.dtype is not a._data.dtype:      # an int tensor with a float
                     out = _dtypes.binary_result(name, a._data, b, out)
                 return _leaf(out)
             tape = a._tape
             n = out.size
-            if sop is None or tape is None or tape.alias is not None or s_saves_a or s_saves_out \
-                    or n >= BIG:
+            if slow_const or tape is None or tape.alias is not None or n >= BIG:
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
                 return _record_unary(sop, a, out, b)
@@ -378,7 +380,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
                     _pooled(uf, npf, ad, bd)
             except ValueError:
                 raise _broadcast_error(name, a, b) from None
-            if not ((a._rg or b._rg) and grad_mode.enabled):
+            if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
                 if out.dtype is not ad.dtype or bd.dtype is not ad.dtype:
                     out = _dtypes.binary_result(name, ad, bd, out)
                 return _leaf(out)
@@ -442,7 +444,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
             return fwd(a, b.item())     # a NumPy number promotes like a Python one
         if isinstance(b, _scalar_types):
             out = npf(a._data, b)
-            if a._rg and grad_mode.enabled:
+            if a._rg and (not _OFF[0] or grad_mode.enabled):
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
                 return _record_unary(sop, a, out, float(b))
@@ -459,7 +461,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if isinstance(b, (np.floating, np.integer)):
                 b = b.item()
             out = npf(b, a._data)
-            if a._rg and grad_mode.enabled:
+            if a._rg and (not _OFF[0] or grad_mode.enabled):
                 if rop is None:
                     return _record_binary(op, _const(b, a), a, out)
                 return _record_unary(rop, a, out, b if type(b) in (int, float) else float(b))
@@ -506,7 +508,7 @@ def _unary(name, npf):
             a = _const(a)
         ad = a._data
         out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
-        if not (a._rg and grad_mode.enabled):
+        if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
             if out.dtype is not ad.dtype:        # exp of an int tensor: the default float
                 out = _dtypes.float_result(ad, out)
             return _leaf(out)
@@ -585,7 +587,7 @@ def _reduce(name_all, name_dim, npf, scale_of):
             out = npf(d)
             if keepdim:
                 out = np.reshape(out, (1,) * d.ndim)
-            if a._rg and grad_mode.enabled:
+            if a._rg and (not _OFF[0] or grad_mode.enabled):
                 return _record_struct(op_all, a, out, x=d.size, scale=scale_of(d.size))
             return _leaf(out)
         dims = _dims(dim, d.ndim, name_all)
@@ -593,7 +595,7 @@ def _reduce(name_all, name_dim, npf, scale_of):
             out = npf(d)
         else:
             out = npf(d, axis=dims, keepdims=keepdim)
-        if a._rg and grad_mode.enabled:
+        if a._rg and (not _OFF[0] or grad_mode.enabled):
             kept = tuple(1 if i in dims else sz for i, sz in enumerate(d.shape))
             count = 1
             for k in dims:
@@ -675,7 +677,7 @@ def expand(a, *sizes):
         out[...] = d
     else:
         out = np.broadcast_to(d, shape)
-    if not (a._rg and grad_mode.enabled):
+    if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
         return _leaf(out)
     if shape == d.shape:
         return _record_struct(OP['view'], a, out)
@@ -695,7 +697,7 @@ def expand_as(a, other):
 
 
 def _view_record(a, out, name):
-    if a._rg and grad_mode.enabled:
+    if a._rg and (not _OFF[0] or grad_mode.enabled):
         return _record_struct(OP[name], a, out)
     return _leaf(out)
 
@@ -756,7 +758,7 @@ def view(a, *shape):
 
 def _take_record(a, out, name, key_fn):
     """Record an op whose output elements are input elements picked by ``key_fn``."""
-    if a._rg and grad_mode.enabled:
+    if a._rg and (not _OFF[0] or grad_mode.enabled):
         d = a._data
         idx = np.ascontiguousarray(key_fn(np.arange(d.size, dtype=_I64).reshape(d.shape)),
                                    dtype=_I64).ravel()
@@ -769,7 +771,7 @@ def t(a):
     if d.ndim > 2:
         raise RuntimeError(f't() expects a tensor with <= 2 dimensions, but self is {d.ndim}D')
     if d.ndim < 2:
-        return _view_record(a, d, 't_vector') if a._rg and grad_mode.enabled else _leaf(d)
+        return _view_record(a, d, 't_vector') if a._rg and (not _OFF[0] or grad_mode.enabled) else _leaf(d)
     return _take_record(a, d.T, 't', lambda m: m.T)
 
 
@@ -778,7 +780,7 @@ def transpose(a, dim0, dim1):
     i = _norm_dim(dim0, d.ndim, 'transpose')
     j = _norm_dim(dim1, d.ndim, 'transpose')
     if d.ndim < 2 or i == j:
-        return _view_record(a, d, 'view') if a._rg and grad_mode.enabled else _leaf(d)
+        return _view_record(a, d, 'view') if a._rg and (not _OFF[0] or grad_mode.enabled) else _leaf(d)
     return _take_record(a, np.swapaxes(d, i, j), 'transpose', lambda m: np.swapaxes(m, i, j))
 
 
@@ -810,7 +812,7 @@ def getitem(a, key):
         out = np.asarray(d)[k]
     except IndexError as e:
         raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
-    if not (a._rg and grad_mode.enabled):
+    if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
         return _leaf(out)
     # The node PyTorch shows is its last indexing step: select for an integer
     # (or 0-d integer tensor), slice, unsqueeze for None, index when any key is
@@ -865,7 +867,7 @@ def take_flat(a, idx):
     """``a.reshape(-1)[idx]`` for an int64 index array (differentiable)."""
     d = np.reshape(a._data, -1)
     out = d[idx]
-    if a._rg and grad_mode.enabled:
+    if a._rg and (not _OFF[0] or grad_mode.enabled):
         return _record_struct(OP['index'], a, out, x=d.size,
                               attrs=np.ascontiguousarray(idx, dtype=_I64))
     return _leaf(out)
@@ -876,7 +878,7 @@ def put_flat(a, idx, size):
     d = np.reshape(a._data, -1)
     idx = np.ascontiguousarray(idx, dtype=_I64)
     out = np.bincount(idx, weights=d, minlength=size).astype(d.dtype, copy=False)
-    if a._rg and grad_mode.enabled:
+    if a._rg and (not _OFF[0] or grad_mode.enabled):
         return _record_struct(OP['put'], a, out, x=d.size, attrs=idx)
     return _leaf(out)
 
@@ -896,7 +898,7 @@ def mm(a, b):
         raise RuntimeError(f'mm: mat1 and mat2 shapes cannot be multiplied '
                            f'({ad.shape[0]}x{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})')
     out = ad @ bd
-    if not ((a._rg or b._rg) and grad_mode.enabled):
+    if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
         return _leaf(out)
     m, k = ad.shape
     n = out.size
@@ -937,7 +939,7 @@ def matmul(a, b):
                                f'{a._data.shape[0]} and {b._data.shape[0]}')
         p = mul(a, b)               # one DotBackward0 node: a sum of the product
         out = np.add.reduce(p._data)
-        if p._rg and grad_mode.enabled:
+        if p._rg and (not _OFF[0] or grad_mode.enabled):
             return _record_struct(OP['dot'], p, out, x=p._data.size, scale=1.0)
         return _leaf(out)
     if na == 1 and nb == 2:         # SqueezeBackward4, as PyTorch's unsqueeze-mm-squeeze
@@ -982,7 +984,7 @@ _INPLACE = {
 
 def inplace(a, name, other=None, alpha=None):
     """``a.<name>_(other)``: write into a's storage and bump its version."""
-    if a._rg and grad_mode.enabled and a._tape is None:
+    if a._rg and (not _OFF[0] or grad_mode.enabled) and a._tape is None:
         raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
                            f'operation ({name}_ on a tensor of shape {tuple(a._data.shape)}).')
     od = other._data if isinstance(other, Tensor) else other
@@ -1025,7 +1027,7 @@ def inplace(a, name, other=None, alpha=None):
             alias_tape = alias_tape.alias
         if alias_tape is not None:
             alias_tape.dirty = (alias_tape.dirty or []) + [(slot, alias_tape.n)]
-    if grad_mode.enabled and (a._tape is not None or (isinstance(other, Tensor) and other._rg)):
+    if (not _OFF[0] or grad_mode.enabled) and (a._tape is not None or (isinstance(other, Tensor) and other._rg)):
         # the in-place op enters the graph: record it out of place on a snapshot
         # of a, then rebind a to the new record's slot
         before = _leaf_view_of(a)
@@ -1057,7 +1059,7 @@ def inplace_apply(a, fn, *args, **kwargs):
     records its own op, whose input is a snapshot of a: the new record is not
     a stale reader, the old ones are (see Tape.check_versions).
     """
-    if a._rg and grad_mode.enabled and a._tape is None:
+    if a._rg and (not _OFF[0] or grad_mode.enabled) and a._tape is None:
         raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
                            f'operation ({fn.__name__}_ on a tensor of shape '
                            f'{tuple(a._data.shape)}).')
@@ -1104,6 +1106,6 @@ def to(a, dtype):
     if a._data.dtype == dtype:
         return a
     out = a._data.astype(dtype)
-    if a._rg and grad_mode.enabled and dtype.kind == 'f':
+    if a._rg and (not _OFF[0] or grad_mode.enabled) and dtype.kind == 'f':
         return _record_struct(OP['view'], a, out)
     return _leaf(out)
