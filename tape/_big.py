@@ -105,8 +105,9 @@ class Grads:
             if cur is None:
                 if dtype is not None and flat.dtype != dtype:
                     flat = flat.astype(dtype)
-                elif not owned or flat.base is not None or not flat.flags.writeable:
-                    flat = flat.copy()
+                elif not (owned and isinstance(value, np.ndarray) and value.base is None
+                          and value.flags.c_contiguous and value.flags.writeable):
+                    flat = flat.copy()      # not ours to keep: a view of something else
                 self.big[slot] = flat
             else:
                 cur += flat

@@ -460,7 +460,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
         if tb is float or tb is int or isinstance(b, _scalar_types):
             if isinstance(b, (np.floating, np.integer)):
                 b = b.item()
-            out = npf(b, a._data)
+            ad = a._data
+            out = npf(b, ad) if ad.size < BIG else _pooled(uf, npf, b, ad)
             if a._rg and (not _OFF[0] or grad_mode.enabled):
                 if rop is None:
                     return _record_binary(op, _const(b, a), a, out)
