@@ -16,6 +16,7 @@ from .._tensor import Tensor, _leaf
 
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from . import functional  # noqa: E402
 
 __all__ = ['backward', 'grad', 'Variable', 'Function', 'FunctionCtx', 'once_differentiable',
            'gradcheck', 'gradgradcheck', 'GradcheckError',
