@@ -1,14 +1,18 @@
 """The reverse sweep driver: pack a tape, run the compiled sweep, deliver gradients.
 
 ``run`` turns the tape's lists into three arrays (``R`` records, ``V`` saved
-values, ``A`` integer attributes) and calls the one Numba kernel in
-``compiler/_sweep_generated.py`` over the gradient arena ``G``.  The kernel
-returns to Python only at records that need it (custom Functions, hooks, large
-matrix products); Python runs that record and calls the kernel again from the
-next one.  Without ``retain_graph`` the tape is released afterwards and a
-second backward raises; with it, the packed arrays are kept so the next sweep
-starts at once (the sweep never writes to them: each sweep gets a fresh ``G``,
-which is the "clone" of the tape's mutable state).
+values, ``A`` integer attributes) and calls the Numba sweep in
+``compiler/_sweep_generated.py`` over the gradient arena ``G``.  The sweep
+returns to Python only at records that need it (custom Functions, hooks,
+rarely used rules, large tensors, BLAS-sized products); Python runs that
+record and calls the sweep again from the next one.  ``run_scalar`` is the
+same for the common ``loss.backward()``, with less generality.
+
+Without ``retain_graph`` the records the sweep used are released (see
+``release``) and a second backward through them raises; with it, the packed
+arrays are kept so the next sweep starts at once (the sweep never writes to
+them: each sweep gets a fresh ``G``, which is the "clone" of the tape's
+mutable state).
 """
 import numpy as np
 
@@ -27,8 +31,6 @@ SECOND_BACKWARD = (
 _EMPTY_F = np.zeros(1)
 _EMPTY_I = np.zeros(1, dtype=np.int64)
 _kernel = None
-
-
 _cold_table = None
 
 
