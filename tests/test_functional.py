@@ -11,7 +11,7 @@ def f(x, y):
 
 
 
-@pytest.mark.parametrize('which', ['jacobian', 'hessian', 'vjp', 'hvp'])
+@pytest.mark.parametrize('which', ['jacobian', 'hessian', 'vjp', 'hvp', 'jvp'])
 def test_functional_matches_torch(which):
     torch = pytest.importorskip('torch')
     rng = np.random.default_rng(0)
@@ -34,6 +34,11 @@ def test_functional_matches_torch(which):
         v = rng.standard_normal(3)
         _, mine = F.vjp(lambda x: x.exp() * x, ta, tape.tensor(v))
         _, ref = torch.autograd.functional.vjp(lambda x: x.exp() * x, pa, torch.tensor(v))
+        np.testing.assert_allclose(mine.numpy(), ref.numpy(), rtol=1e-10)
+    elif which == 'jvp':
+        v = rng.standard_normal(3)
+        _, mine = F.jvp(lambda x: x.exp() * x.sum(), ta, tape.tensor(v))
+        _, ref = torch.autograd.functional.jvp(lambda x: x.exp() * x.sum(), pa, torch.tensor(v))
         np.testing.assert_allclose(mine.numpy(), ref.numpy(), rtol=1e-10)
     else:
         v = rng.standard_normal(3)

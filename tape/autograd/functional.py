@@ -17,7 +17,7 @@ import numpy as np
 from .._grad_mode import enable_grad
 from .._tensor import Tensor, _leaf
 
-__all__ = ['vjp', 'jacobian', 'hessian', 'hvp']
+__all__ = ['vjp', 'jvp', 'jacobian', 'hessian', 'hvp']
 
 
 def _tuple(x):
@@ -39,6 +39,27 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
                   materialize_grads=True)
     gs = tuple(g if create_graph else g.detach() for g in gs)
     return out.detach(), (gs[0] if single else gs)
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(inputs), J v)`` by the double-vjp trick: J v is the gradient, with
+    respect to a dummy cotangent u, of (J^T u) . v (reverse mode twice, no
+    forward-mode AD needed)."""
+    from . import grad
+    ins, single = _prepare(inputs)
+    vs, _ = _tuple(v) if v is not None else (tuple(_leaf(np.ones_like(x._data)) for x in ins),
+                                              False)
+    with enable_grad():
+        out = func(*ins)
+        outs, single_out = _tuple(out)
+        us = tuple(_leaf(np.zeros_like(o._data)).requires_grad_() for o in outs)
+        gs = grad(outs, ins, grad_outputs=us, create_graph=True, allow_unused=True,
+                  materialize_grads=True)
+        dot = sum((g * vv).sum() for g, vv in zip(gs, vs))
+        jv = grad(dot, us, create_graph=create_graph, allow_unused=True, materialize_grads=True)
+    jv = tuple(j if create_graph else j.detach() for j in jv)
+    outs = tuple(o.detach() for o in outs)
+    return (outs[0] if single_out else outs), (jv[0] if single_out else jv)
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
