@@ -5,6 +5,7 @@ node (``MulBackward0``); ``next_functions`` follows the record's input slots
 to the records (or leaves) that produced them.  Nodes are cached per tape
 (weakly), so asking twice gives the same object, as in PyTorch.
 """
+import struct
 import weakref
 
 import numpy as np
@@ -19,6 +20,7 @@ _PYTHON = OP['python']
 _SCALAR_SECOND = {OP[n] for n in ('add_scalar', 'sub_scalar', 'rsub_scalar', 'mul_scalar',
                                   'div_scalar')}
 _classes = {}
+_UNPACK_RAW = struct.Struct('8q').unpack_from
 
 
 class Node:
@@ -66,6 +68,17 @@ class Node:
     def register_hook(self, fn):
         raise NotImplementedError('hooks on graph nodes are not supported; register a hook on '
                                   'the tensor instead (Tensor.register_hook)')
+
+    # the values the node saved for its backward, under PyTorch's names
+    _SAVED_NAMES = {'_saved_self': 'a', '_saved_other': 'b', '_saved_result': 'out'}
+
+    def __getattr__(self, name):
+        key = Node._SAVED_NAMES.get(name)
+        if key is None and name in ('_saved_exponent', '_saved_scalar'):
+            key = 'c'
+        if key is None:
+            raise AttributeError(f'{type(self).__name__!r} object has no attribute {name!r}')
+        return _saved_value(self, key, name)
 
 
 class AccumulateGrad:
@@ -153,6 +166,35 @@ def _record_of_slot(tape, R, slot):
         elif R[k, 1] == slot:
             return k
     return None
+
+
+def _saved_value(nd, key, name):
+    """What record nd saved under ``key`` ('a', 'b', 'out' or the constant 'c')."""
+    from ._big import BIG_FLAG as _flag
+    from ._sweep import SECOND_BACKWARD
+    from ._tensor import _leaf
+    tape = nd._tape
+    op, out, n, g0, g1, v, ax, x = tape.record(nd._rec)
+    rule = RULES[op]
+    if key == 'c':
+        if 'c' not in rule.consts:
+            raise AttributeError(f'{type(nd).__name__!r} object has no attribute {name!r}')
+        raw = _UNPACK_RAW(tape.rec, nd._rec * 64)
+        return np.frombuffer(np.int64(raw[7]).tobytes(), np.float64)[0].item()
+    if rule.kind != 'elementwise' or key not in rule.saves:
+        raise AttributeError(f'{type(nd).__name__!r} object has no attribute {name!r}')
+    if tape.is_dead(nd._rec):
+        raise RuntimeError(SECOND_BACKWARD)
+    raw_op = _UNPACK_RAW(tape.rec, nd._rec * 64)[0]
+    if raw_op & _flag:
+        return _leaf(tape.big[v].saved[key])
+    offset = v + rule.saves.index(key) * n
+    pos = 0
+    for arr in tape.saved:          # the saved arrays keep their shapes
+        if pos == offset:
+            return _leaf(arr)
+        pos += np.size(arr)
+    raise RuntimeError(SECOND_BACKWARD)
 
 
 def _apply_node(nd, grads):

@@ -351,3 +351,19 @@ def test_needs_input_grad_reports_which_inputs_require_grad():
     Probe.apply(a, t.ones(2)).sum().backward()
     assert seen == [(True, False)]
     np.testing.assert_allclose(a.grad.numpy(), [1.0, 1.0])
+
+
+def test_nodes_expose_saved_values_until_freed():
+    x = t.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    z = x * y
+    p = x ** 3
+    np.testing.assert_allclose(y.grad_fn._saved_result.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+    np.testing.assert_allclose(z.grad_fn._saved_self.numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(z.grad_fn._saved_other.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+    assert p.grad_fn._saved_exponent == 3.0
+    with pytest.raises(AttributeError):
+        z.grad_fn._saved_exponent
+    z.sum().backward()
+    with pytest.raises(RuntimeError, match='backward through the graph a second time'):
+        z.grad_fn._saved_self
