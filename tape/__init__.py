@@ -226,6 +226,24 @@ def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
                 requires_grad=requires_grad)
 
 
+def show_tape(t):
+    """The records of the tape ``t`` was recorded on, one line each (a teaching dump).
+
+    >>> import tape
+    >>> x = tape.tensor([1.0, 2.0], requires_grad=True)
+    >>> print(tape.show_tape((x * 3).exp().sum()))   # doctest: +ELLIPSIS
+    <Tape #...: 3 records, 7 gradient slots, live>
+      leaf          slot        0  shape (2,) float32
+         0 mul_scalar   slot        2 [2] <- slot 0, c=3   MulBackward0
+         1 exp          slot        4 [2] <- slot 2   ExpBackward0  saves out
+         2 sum          slot        6 [1] <- slot 4   SumBackward0
+    """
+    from ._tape import resolve
+    if t._tape is None:
+        return f'<leaf tensor of shape {tuple(t._data.shape)}: not recorded on any tape>'
+    return str(resolve(t))
+
+
 def is_tensor(x):
     return isinstance(x, Tensor)
 

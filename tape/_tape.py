@@ -239,15 +239,36 @@ class Tape:
         return f'<Tape #{self.serial}: {self.n} records, {self.gpos} gradient slots, {state}>'
 
     def __str__(self):
+        """One line per leaf and per record: what it computed, from which slots,
+        what its backward reads, and whether a sweep has freed it."""
         lines = [repr(self)]
         for t, slot in self.leaves:
-            lines.append(f'  leaf  slot {slot:>6}  shape {tuple(t._data.shape)}')
+            lines.append(f'  leaf          slot {_slot_name(slot):>8}  shape '
+                         f'{tuple(t._data.shape)} {t._data.dtype}')
         for k in range(self.n):
+            raw = _UNPACK(self.rec, k * 8 * REC)
             op, out, n, a, b, v, ax, x = self.record(k)
-            ins = ', '.join(f'slot {s}' if s >= 0 else 'const' for s in (a, b)
-                            if not (s < 0 and RULES[op].kind != 'elementwise'))
-            lines.append(f'  {k:>4}  {RULES[op].name:<12} slot {out:>6} [{n}] <- {ins}')
+            rule = RULES[op]
+            if rule.kind == 'python':
+                ins = 'Python (custom Function)'
+            else:
+                arity = len(rule.inputs) if rule.kind == 'elementwise' else \
+                    (2 if rule.kind in ('mm', 'bmm', 'where') else 1)
+                ins = ', '.join('const' if s < 0 else f'slot {_slot_name(s)}'
+                                for s in (a, b)[:arity])
+                if rule.consts:
+                    c = struct.unpack('d', struct.pack('q', raw[7]))[0]
+                    ins += f', c={c:g}'
+            saves = ('  saves ' + '+'.join(rule.saves)) if rule.saves else ''
+            big = '  (large: swept in NumPy)' if raw[0] & BIG_FLAG else ''
+            dead = '  [freed]' if self.is_dead(k) else ''
+            lines.append(f'  {k:>4} {rule.name:<12} slot {_slot_name(out):>8} [{n}] <- {ins}'
+                         f'   {rule.node}{saves}{big}{dead}')
         return '\n'.join(lines)
+
+
+def _slot_name(slot):
+    return f'B{slot - BIG_BASE}' if slot >= BIG_BASE else str(slot)
 
 
 def open_tape():
