@@ -271,7 +271,6 @@ sigmoid = _ops.sigmoid
 relu = _ops.relu
 abs = _ops.abs_  # noqa: A001
 mm = _ops.mm
-matmul = _ops.matmul
 t = _ops.t
 transpose = _ops.transpose
 permute = _ops.permute
