@@ -275,7 +275,6 @@ t = _ops.t
 transpose = _ops.transpose
 permute = _ops.permute
 reshape = _ops.reshape
-eq, ne, lt, le, gt, ge = _ops.eq, _ops.ne, _ops.lt, _ops.le, _ops.gt, _ops.ge
 
 
 def pow(a, b):  # noqa: A001
@@ -306,8 +305,6 @@ def _bind():
     T.__neg__ = o.neg
     T.__abs__ = o.abs_
     T.__getitem__ = o.getitem
-    T.__eq__, T.__ne__, T.__lt__ = o.eq, o.ne, o.lt
-    T.__le__, T.__gt__, T.__ge__ = o.le, o.gt, o.ge
     T.add, T.sub, T.mul, T.div = o.add, o.sub, o.mul, o.div
     T.subtract, T.multiply, T.divide, T.true_divide = o.sub, o.mul, o.div, o.div
     T.pow = o.pow_
@@ -324,7 +321,6 @@ def _bind():
     T.t, T.transpose, T.permute = o.t, o.transpose, o.permute
     T.T = property(lambda a: o.permute(a, *reversed(range(a._data.ndim))) if a._data.ndim > 1
                    else a)
-    T.eq, T.ne, T.lt, T.le, T.gt, T.ge = o.eq, o.ne, o.lt, o.le, o.gt, o.ge
     T.to = lambda a, *args, dtype=None, **kw: o.to(a, dtype if dtype is not None else next(
         (x for x in args if not isinstance(x, str)), a._data.dtype))
     T.float = lambda a: o.to(a, np.float32)

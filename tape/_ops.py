@@ -961,21 +961,6 @@ def clone(a):
     return _view_record(a, out, 'view')
 
 
-def _compare(npf):
-    def f(a, b):
-        bd = b._data if isinstance(b, Tensor) else b
-        return _leaf(npf(a._data, bd))
-    return f
-
-
-eq = _compare(np.equal)
-ne = _compare(np.not_equal)
-lt = _compare(np.less)
-le = _compare(np.less_equal)
-gt = _compare(np.greater)
-ge = _compare(np.greater_equal)
-
-
 # --------------------------------------------------------------- in-place
 _INPLACE = {
     'add': (add, np.add), 'sub': (sub, np.subtract), 'mul': (mul, np.multiply),
