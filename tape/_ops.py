@@ -958,7 +958,7 @@ def matmul(a, b):
 # --------------------------------------------------------------- others
 def clone(a):
     out = np.array(a._data, copy=True)
-    return _view_record(a, out, 'view')
+    return _view_record(a, out, 'contiguous')     # the identity kind, named CloneBackward0
 
 
 # --------------------------------------------------------------- in-place
