@@ -617,3 +617,20 @@ def test_stale_graph_does_not_poison_unrelated_graphs():
     z = (v * v).sum()                    # unrelated to w and y
     z.backward()
     assert v.grad.tolist() == [6.0]
+
+
+def test_backward_inputs_accumulates_only_into_them(torch_or_skip):
+    torch = torch_or_skip
+    got = []
+    for m in (tape, torch):
+        a = m.tensor([1.0, 2.0], requires_grad=True)
+        b = m.tensor([3.0, 4.0], requires_grad=True)
+        h = a * b
+        y = (h * h).sum()
+        y.backward(inputs=[a, h], retain_graph=True)
+        y.backward(inputs=[a])
+        got.append((a.grad.numpy().copy(), b.grad, h.grad.detach().numpy().copy()))
+    (ta, tb, th), (ra, rb, rh) = got
+    assert tb is None and rb is None
+    np.testing.assert_allclose(ta, ra)
+    np.testing.assert_allclose(th, rh)

@@ -79,6 +79,24 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     outputs = _seq(tensors)
     if retain_graph is None:
         retain_graph = create_graph
+    if inputs is not None:
+        # only these tensors receive .grad, as in PyTorch: a non-leaf among them
+        # gets retain_grad() (so, as there, later backwards fill it too)
+        from .._hooks import retain_grad
+        ins = _seq(inputs)
+        for x in ins:
+            if x._tape is not None:
+                retain_grad(x)
+        gs = grad(outputs, ins, grad_tensors, retain_graph=retain_graph,
+                  create_graph=create_graph, allow_unused=True)
+        for x, g in zip(ins, gs):
+            if g is None or x._tape is not None:     # a non-leaf: its retain hook did it
+                continue
+            if not create_graph:
+                g = g.detach()
+            x._grad = g if x._grad is None else (x._grad + g if create_graph else
+                                                 _leaf(x._grad._data + g._data))
+        return
     if create_graph:
         from .._differentiable import backward_differentiable
         grads = _seeds(outputs, grad_tensors, True)
