@@ -19,7 +19,8 @@ import builtins  # tape.all/any/max/min/round shadow the builtins in this module
 import numpy as np
 
 from . import _ops
-from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
+                         is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ._tensor import Tensor, Size, _leaf
 from . import autograd
 from . import func
