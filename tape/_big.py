@@ -154,8 +154,8 @@ def sweep_record(tape, k, R, A, grads):
         return
     if kind == 'reduce':
         c = float(R.view(np.float64)[k, 7])
-        kept = _kept_shape(meta)
-        gi = np.broadcast_to(np.reshape(g, kept), meta.in_shapes[0]) * c
+        # a big reduce keeps, in meta.attrs, its output shape with reduced dims as 1
+        gi = np.broadcast_to(np.reshape(g, meta.attrs), meta.in_shapes[0]) * c
         grads.add(g0, v_size(meta), gi, meta.in_dtypes[0], owned=True)
         return
     if kind == 'expand':
@@ -229,11 +229,6 @@ def v_size(meta):
     for d in meta.in_shapes[0]:
         s *= d
     return s
-
-
-def _kept_shape(meta):
-    """The reduced output's shape with the reduced dims kept as size 1."""
-    return meta.attrs
 
 
 def _sum_to(g, shape):

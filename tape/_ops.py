@@ -48,6 +48,9 @@ def _const(x, like=None):
 
 
 def _result(data, tape, slot):
+    """The result tensor of the record just appended at ``slot``.  The hottest
+    paths (``_binary``, ``_unary``) write these five stores inline instead:
+    the call costs about a tenth of a recorded scalar op."""
     t = _TNEW(Tensor)
     t._data = data
     t._rg = True
