@@ -124,8 +124,28 @@ def _slot(t, tape):
     return tape.leaf_slot(t)
 
 
+_ATTRS_CACHE = {}
+
+
 def _broadcast_attrs(big_shape, small_shape):
-    """A-array for _broadcast_index: ndim, big shape, small strides (0 where broadcast)."""
+    """A-array for _broadcast_index: ndim, big shape, small strides (0 where broadcast).
+
+    Cached by shapes (read-only arrays): a training loop broadcasts the same
+    shapes every step, and building the array costs more than the op."""
+    key = (big_shape, small_shape)
+    try:
+        arr = _ATTRS_CACHE.get(key)
+    except TypeError:                   # shapes given as lists
+        return _make_broadcast_attrs(big_shape, small_shape)
+    if arr is None:
+        if len(_ATTRS_CACHE) > 4096:
+            _ATTRS_CACHE.clear()
+        arr = _ATTRS_CACHE[key] = _make_broadcast_attrs(big_shape, small_shape)
+        arr.flags.writeable = False
+    return arr
+
+
+def _make_broadcast_attrs(big_shape, small_shape):
     nd = len(big_shape)
     small = (1,) * (nd - len(small_shape)) + tuple(small_shape)
     strides = [0] * nd
@@ -353,13 +373,13 @@ def _binary(name, scalar_name, rscalar_name, npf):
         tb = type(b)
         if tb is float or tb is int:
             ad = a._data
-            out = npf(ad, b) if ad.size < BIG else _pooled(uf, npf, ad, b)
+            n = ad.size             # a Python number leaves the shape as it is
+            out = npf(ad, b) if n < BIG else _pooled(uf, npf, ad, b)
             if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
                 if out.dtype is not a._data.dtype:      # an int tensor with a float
                     out = _dtypes.binary_result(name, a._data, b, out)
                 return _leaf(out)
             tape = a._tape
-            n = out.size
             if slow_const or tape is None or tape.alias is not None or n >= BIG:
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
@@ -378,9 +398,10 @@ def _binary(name, scalar_name, rscalar_name, npf):
         if tb is Tensor:
             ad = a._data
             bd = b._data
+            na = ad.size
+            nb = bd.size
             try:
-                out = npf(ad, bd) if ad.size < BIG and bd.size < BIG else \
-                    _pooled(uf, npf, ad, bd)
+                out = npf(ad, bd) if na < BIG and nb < BIG else _pooled(uf, npf, ad, bd)
             except ValueError:
                 raise _broadcast_error(name, a, b) from None
             if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
@@ -395,7 +416,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
             # equal sizes mean broadcasting at most added size-1 dims, which keeps
             # the flat C order: the operands line up element by element
             n = out.size
-            if tape is None or tape.alias is not None or ad.size != n or bd.size != n or (
+            if tape is None or tape.alias is not None or na != n or nb != n or (
                     tbb is not None and tbb is not tape) or n >= BIG:
                 return _record_binary(op, a, b, out)
             # a leaf operand takes its cached slot on this tape (or registers)
@@ -423,13 +444,19 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 if b_saves & 1:
                     saved.append(ad)
                     v += n
-                    if ta is None:
-                        tape.save_box(a)
+                    if ta is None:          # inline Tape.save_box
+                        box = a._vbox
+                        if box is None:
+                            box = a._vbox = [0]
+                        tape.boxes.append((box, box[0], tape.n))
                 if b_saves & 2:
                     saved.append(bd)
                     v += n
                     if tbb is None:
-                        tape.save_box(b)
+                        box = b._vbox
+                        if box is None:
+                            box = b._vbox = [0]
+                        tape.boxes.append((box, box[0], tape.n))
                 if b_saves & 4:
                     saved.append(out)
                     v += n
@@ -665,6 +692,7 @@ def _sizes(args):
     return tuple(int(s) for s in args)
 
 
+_EXPANDS = {}        # (source shape, requested sizes) -> checked full shape
 _SMALL_COPY = 4096   # below this many elements a copy beats np.broadcast_to's view
 
 
@@ -672,7 +700,15 @@ def expand(a, *sizes):
     d = a._data
     shape = sizes[0] if len(sizes) == 1 and type(sizes[0]) is tuple else _sizes(sizes)
     if shape != d.shape:
-        shape = _check_expand(a, shape)
+        # the check is pure Python over the dims: remember shapes that passed
+        key = (d.shape, shape)
+        full = _EXPANDS.get(key)
+        if full is None:
+            full = _check_expand(a, shape)
+            if len(_EXPANDS) > 4096:
+                _EXPANDS.clear()
+            _EXPANDS[key] = full
+        shape = full
     n = 1
     for s in shape:
         n *= s
@@ -892,21 +928,17 @@ def mm(a, b):
     a = a if type(a) is Tensor else _const(a)
     b = b if type(b) is Tensor else _const(b, a)
     ad, bd = a._data, b._data
-    if ad.ndim != 2:
-        raise RuntimeError(f'mm: self must be a matrix, got a {ad.ndim}-D tensor of shape '
-                           f'{tuple(ad.shape)}')
-    if bd.ndim != 2:
-        raise RuntimeError(f'mm: mat2 must be a matrix, got a {bd.ndim}-D tensor of shape '
-                           f'{tuple(bd.shape)}')
-    if ad.shape[1] != bd.shape[0]:
-        raise RuntimeError(f'mm: mat1 and mat2 shapes cannot be multiplied '
-                           f'({ad.shape[0]}x{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})')
+    sa, sb = ad.shape, bd.shape
+    if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
+        _mm_error(ad, bd)
     out = ad @ bd
     if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
         return _leaf(out)
-    m, k = ad.shape
-    n = out.size
-    if n >= BIG or ad.size >= BIG or bd.size >= BIG:
+    m, k = sa
+    n = m * sb[1]
+    na = m * k
+    nb = k * sb[1]
+    if n >= BIG or na >= BIG or nb >= BIG:
         r = _record_struct(_OP_MM, a, out, x=k, saved=(ad, bd), b=b, ax=m)
         for x in (a, b):
             if x._tape is None:
@@ -920,15 +952,29 @@ def mm(a, b):
     slot = tape.gpos
     tape.gpos = slot + n
     v = tape.vpos
-    tape.saved.append(ad)
-    tape.saved.append(bd)
-    tape.vpos = v + ad.size + bd.size
-    if a._tape is None:
-        tape.save_box(a)
-    if b._tape is None:
-        tape.save_box(b)
+    saved = tape.saved
+    saved.append(ad)
+    saved.append(bd)
+    tape.vpos = v + na + nb
+    for x in (a, b):
+        if x._tape is None:             # inline Tape.save_box
+            box = x._vbox
+            if box is None:
+                box = x._vbox = [0]
+            tape.boxes.append((box, box[0], tape.n))
     tape.rec += _PACK(_OP_MM, slot, n, g0, g1, v, m, k)
     return _result(out, tape, slot)
+
+
+def _mm_error(ad, bd):
+    if ad.ndim != 2:
+        raise RuntimeError(f'mm: self must be a matrix, got a {ad.ndim}-D tensor of shape '
+                           f'{tuple(ad.shape)}')
+    if bd.ndim != 2:
+        raise RuntimeError(f'mm: mat2 must be a matrix, got a {bd.ndim}-D tensor of shape '
+                           f'{tuple(bd.shape)}')
+    raise RuntimeError(f'mm: mat1 and mat2 shapes cannot be multiplied '
+                       f'({ad.shape[0]}x{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})')
 
 
 def matmul(a, b):

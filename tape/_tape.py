@@ -102,7 +102,7 @@ class Tape:
     """One graph's records.  ``print(tape)`` lists them."""
     __slots__ = ('rec', 'n', 'saved', 'vpos', 'attrs', 'apos', 'gpos', 'bpos',
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
-                 'gshift', 'rshift', 'packed', 'epoch', 'boxes', 'versions',
+                 'gshift', 'rshift', 'packed', 'epoch', 'boxes',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
                  'big', '__weakref__')
 
@@ -125,8 +125,7 @@ class Tape:
         self.rshift = 0
         self.packed = None      # (R, V, A) cached by a retain_graph sweep
         self.epoch = inplace_epoch[0]
-        self.boxes = []         # version boxes of saved leaves/constants
-        self.versions = []      # their versions when saved
+        self.boxes = []         # (version box, version when saved, record) per saved leaf/constant
         self.dirty = None       # slots of results changed in place
         # records a sweep without retain_graph used are dead: all below
         # dead_upto, plus those marked in the uint8 array dead (partial sweeps)
@@ -173,8 +172,7 @@ class Tape:
         box = t._vbox
         if box is None:
             box = t._vbox = [0]
-        self.boxes.append(box)
-        self.versions.append((box[0], self.n if rec is None else rec))
+        self.boxes.append((box, box[0], self.n if rec is None else rec))
 
     def check_versions(self, R, used):
         """Raise if a tensor saved by a record this sweep used was changed in place.
@@ -183,7 +181,7 @@ class Tape:
         per record whether the sweep reached it: records of other graphs on the
         tape do not count.
         """
-        for box, (version, k) in zip(self.boxes, self.versions):
+        for box, version, k in self.boxes:
             if box[0] != version and k < len(R) and used[k]:
                 raise RuntimeError(
                     'one of the variables needed for gradient computation has been '
@@ -331,6 +329,20 @@ def merge(dst, src):
                        np.where(_V_OFFSET[ops], R[:, 5] + vs, R[:, 5]))
     R[:, 6] = np.where(_IS_PYTHON[ops], R[:, 6] + len(dst.py),
                        np.where(_A_OFFSET[ops] & ~isbig, R[:, 6] + as_, R[:, 6]))
+    # A leaf on both tapes: src's records read dst's slot for it, so its
+    # gradient collects in one place (for a large leaf, one array instead of
+    # two to write and add).  Python records keep their own slot lists, so a
+    # src with any keeps the two slots; delivery then adds both.
+    shared = set()
+    if not src.py:
+        for t, slot in src.leaves:
+            to = dst.leafmap.get(id(t))
+            if to is not None:
+                old = shift_slot(slot, shift)
+                for col in (3, 4):
+                    c = R[:, col]
+                    c[c == old] = to
+                shared.add(id(t))
     dst.rec += R.tobytes()
     for p in src.py:
         p.shift(shift)
@@ -348,15 +360,14 @@ def merge(dst, src):
     dst.attrs.extend(src.attrs)
     dst.apos += src.apos
     for t, slot in src.leaves:
-        # a leaf on both tapes keeps two slots; delivery adds both
-        dst.leafmap.setdefault(id(t), shift_slot(slot, shift))
-        dst.leaves.append((t, shift_slot(slot, shift)))
+        if id(t) not in shared:
+            dst.leafmap.setdefault(id(t), shift_slot(slot, shift))
+            dst.leaves.append((t, shift_slot(slot, shift)))
     dst.gpos += src.gpos
     dst.bpos += src.bpos - BIG_BASE
     dst.xslots += src.xslots
     dst.big.extend(src.big)
-    dst.boxes.extend(src.boxes)
-    dst.versions.extend((ver, k + rs) for ver, k in src.versions)
+    dst.boxes.extend((box, ver, k + rs) for box, ver, k in src.boxes)
     dst.epoch = min(dst.epoch, src.epoch)
     if src.dirty:
         dst.dirty = (dst.dirty or []) + [(shift_slot(s, shift), at + rs) for s, at in src.dirty]

@@ -120,6 +120,24 @@ def test_two_full_sums_of_one_big_tensor():
     np.testing.assert_allclose(x.grad.numpy(), np.full(x.shape, 3 * (3 + 1 / x.numel())))
 
 
+@pytest.mark.parametrize('size', [10, BIG + 5])
+def test_leaf_in_merged_subgraphs_collects_one_gradient(size):
+    # x**2 and exp(x) start separate tapes that merge at the product: x keeps
+    # one slot, so its hook runs once with the whole gradient
+    xd = np.linspace(-1, 1, size)
+    x = tape.tensor(xd, requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    y = (x ** 2 * tape.exp(x)).sum() + (x * 3).sum()
+    leaves = [t for t, _ in y._tape.leaves]
+    assert sum(t is x for t in leaves) == 1
+    y.backward()
+    want = 2 * xd * np.exp(xd) + xd ** 2 * np.exp(xd) + 3
+    assert len(seen) == 1
+    np.testing.assert_allclose(seen[0], want, rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+
+
 _UNARY = {
     'exp': lambda m, x: (x * 0.1).exp(), 'tanh': lambda m, x: m.tanh(x),
     'sigmoid': lambda m, x: m.sigmoid(x), 'sin': lambda m, x: m.sin(x),
