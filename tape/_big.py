@@ -286,7 +286,14 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
         for s in (int(R[j, 3]), int(R[j, 4])):
             if s >= 0:
                 grads.mark(s)
+    for j in live:
+        if not tape.big[int(R[j, 5])].saved and RULES[int(R[j, 0]) & ~BIG_FLAG].saves:
+            # a record this sweep needs was freed by an earlier backward
+            from ._sweep import SECOND_BACKWARD
+            raise RuntimeError(SECOND_BACKWARD)
     scratch_slots = {s for s in produced if s not in grads.big and s not in keep}
+    if live and _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
+        return lowest
     kern = _chunk_kernels()
     plan = []
     full = {}
@@ -359,3 +366,93 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
     for s, arr in full.items():
         grads.big[s] = arr
     return lowest
+
+
+def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
+    """Sweep the live records of a run in one generated pass (compiler/fuse.py).
+
+    Returns False, having done nothing, when the run has no compiled kernel
+    yet (the chunked loop in ``sweep_chain`` handles it then).
+    """
+    from compiler import fuse
+    if len(live) > fuse.MAX_RECORDS:
+        return False
+    run = fuse.Run()
+    outs = {}                   # slot -> index into run.outs
+    rows = []
+    for j in live:
+        rule = RULES[int(R[j, 0]) & ~BIG_FLAG]
+        targets = []
+        for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
+            if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
+                targets.append(None)
+            elif s in scratch_slots:
+                targets.append(('local', s))
+            else:
+                if s not in outs:
+                    outs[s] = len(outs)
+                targets.append(('out', outs[s]))
+        rows.append((j, rule, targets))
+    # which arrays the run writes are fresh (stored into: no zero-fill, no read)
+    current = [None] * len(outs)
+    for s, k in outs.items():
+        current[k] = grads.big.get(s)
+    run.out_fresh = [cur is None for cur in current]
+    saved_ids = {}
+    zeros = []
+    consts = []
+    for j, rule, targets in rows:
+        go = int(R[j, 1])
+        if go in scratch_slots:
+            src = [('local', go)]
+        else:
+            src = []
+            if go in outs:
+                k = outs[go]
+                if not run.out_fresh[k]:
+                    # the existing gradient is read from the array the run adds to
+                    run.ins.append(k)             # resolved to that array below
+                    run.in_bcast.append(False)
+                    src.append(('in', len(run.ins) - 1))
+                src.append(('out', k))
+            else:
+                g = grads.big.get(go)
+                if g is None:
+                    zeros.append(go)
+                else:
+                    g = g.reshape(-1)
+                    bcast = g.strides[0] == 0 and g.size > 1
+                    run.ins.append(g[:1] if bcast else g)
+                    run.in_bcast.append(bcast)
+                    src.append(('in', len(run.ins) - 1))
+        meta = tape.big[int(R[j, 5])]
+        saved = {}
+        for name, arr in meta.saved.items():
+            k = saved_ids.get(id(arr))
+            if k is None:
+                k = saved_ids[id(arr)] = len(run.saved)
+                run.saved.append(np.ravel(np.broadcast_to(arr, meta.out_shape)))
+            saved[name] = k
+        vals = {'c': float(RF[j, 7]), 'd': float(RF[j, 6])}
+        consts += [vals[c] for c in rule.consts]
+        run.records.append((rule, src, targets, saved, None))
+    fn = fuse.kernel(run)
+    if fn is None:
+        return False
+    out_arrays = []
+    for cur in current:
+        if cur is None:
+            cur = pool.empty(n, np.float64)
+        elif cur.dtype != np.float64 or not cur.flags.writeable or not cur.flags.c_contiguous:
+            cur = np.array(cur, np.float64).reshape(-1)
+        else:
+            cur = cur.reshape(-1)           # a view: the run adds in place
+        out_arrays.append(cur)
+    run.outs = out_arrays
+    run.ins = [out_arrays[g] if type(g) is int else g for g in run.ins]
+    fuse.call(fn, run, n, consts)
+    for s, k in outs.items():
+        grads.big[s] = out_arrays[k]
+    for s in zeros:
+        grads.big[s] = np.zeros(n)
+    return True

@@ -8,10 +8,19 @@ import numpy as np
 import pytest
 
 import tape
+from compiler import fuse
 from tape._big import BIG, CHUNK
 
 rng = np.random.default_rng(7)
 ROWS = BIG // 64 + 38          # ROWS x 100 elements is above BIG, not a multiple of CHUNK
+
+
+@pytest.fixture(autouse=True, params=['chunked', 'fused'])
+def run_kernels(request, monkeypatch):
+    """Every test runs twice: runs of big elementwise records swept chunk by
+    chunk, and by fused kernels compiled on first sight (compiler/fuse.py)."""
+    monkeypatch.setattr(fuse, 'FUSE_AFTER', None if request.param == 'chunked' else 1)
+    return request.param
 
 
 def setitem_case(m, x):
@@ -179,3 +188,41 @@ def test_random_programs_small_and_big_match_torch(seed):
     tgs = torch.autograd.grad(run(torch, ys), ys, allow_unused=True, materialize_grads=True)
     for g, tg in zip(gs, tgs):
         np.testing.assert_allclose(g.detach().numpy(), tg.numpy(), rtol=1e-7, atol=1e-9)
+
+
+def test_a_run_seen_again_is_fused_once_for_every_tape(run_kernels, monkeypatch, tmp_path):
+    # FUSE_AFTER = 2: the first backward is chunked, the second fused; a third
+    # graph on other slots reuses the kernel (its text names no slot or value)
+    monkeypatch.setattr(fuse, 'FUSE_AFTER', 2)
+    monkeypatch.setattr(fuse, '_seen', {})
+    monkeypatch.setattr(fuse, '_loaded', {})
+    monkeypatch.setattr(fuse, 'cache_dir', lambda: str(tmp_path))
+    xd = rng.standard_normal(BIG + 77)
+    grads = []
+    for k in range(3):
+        pad = tape.ones(k + 1, requires_grad=True) * 2          # shifts the slots
+        x = tape.tensor(xd, requires_grad=True)
+        y = (x ** 2 * tape.exp(x) * (k + 1.5)).sum() + pad.sum()
+        y.backward()
+        grads.append(x.grad.numpy() / (k + 1.5))
+        assert len(fuse._loaded) == (0 if k == 0 else 1)
+    want = (2 * xd + xd ** 2) * np.exp(xd)
+    for g in grads:
+        np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-14)
+
+
+def test_fused_source_has_one_pass_and_no_values():
+    x = tape.tensor(rng.standard_normal(BIG + 5), requires_grad=True)
+    src = []
+    real = fuse.kernel
+    try:
+        fuse.kernel = lambda run: src.append(fuse.source(run))
+        (tape.tanh(x * 0.25) * 3.5).sum().backward()
+    finally:
+        fuse.kernel = real
+    text = src[0]
+    assert text.count('for i in range(n)') == 1
+    assert '0.25' not in text and '3.5' not in text
+    np.testing.assert_allclose(x.grad.numpy(), 3.5 * 0.25 / np.cosh(x.detach().numpy() * 0.25) ** 2,
+                               rtol=1e-12)
+
