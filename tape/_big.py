@@ -41,6 +41,18 @@ class BigRecord:
         self.in_dtypes = [_float(np.result_type(i)) for i in ins]
         self.attrs = attrs
 
+    @classmethod
+    def of(cls, saved, out_shape, out_dtype, in_shapes, in_dtypes, attrs=None):
+        """A record from known shapes and dtypes (skips __init__'s inspection)."""
+        meta = object.__new__(cls)
+        meta.saved = saved
+        meta.out_shape = out_shape
+        meta.out_dtype = out_dtype
+        meta.in_shapes = in_shapes
+        meta.in_dtypes = in_dtypes
+        meta.attrs = attrs
+        return meta
+
 
 def _float(dt):
     return dt if dt.kind == 'f' else np.dtype(np.float64)
@@ -379,6 +391,8 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
         return False
     run = fuse.Run()
     outs = {}                   # slot -> index into run.outs
+    inner = {}                  # inner slot -> local number, in order met: the
+                                # kernel must not depend on where the tape put slots
     rows = []
     for j in live:
         rule = RULES[int(R[j, 0]) & ~BIG_FLAG]
@@ -387,12 +401,12 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
             if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
                 targets.append(None)
             elif s in scratch_slots:
-                targets.append(('local', s))
+                targets.append(('local', inner.setdefault(s, len(inner))))
             else:
                 if s not in outs:
                     outs[s] = len(outs)
                 targets.append(('out', outs[s]))
-        rows.append((j, rule, targets))
+        rows.append((j, rule, tuple(targets)))
     # which arrays the run writes are fresh (stored into: no zero-fill, no read)
     current = [None] * len(outs)
     for s, k in outs.items():
@@ -404,7 +418,7 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
     for j, rule, targets in rows:
         go = int(R[j, 1])
         if go in scratch_slots:
-            src = [('local', go)]
+            src = [('local', inner.setdefault(go, len(inner)))]
         else:
             src = []
             if go in outs:
@@ -435,7 +449,7 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
             saved[name] = k
         vals = {'c': float(RF[j, 7]), 'd': float(RF[j, 6])}
         consts += [vals[c] for c in rule.consts]
-        run.records.append((rule, src, targets, saved, None))
+        run.records.append((rule, tuple(src), targets, tuple(sorted(saved.items()))))
     fn = fuse.kernel(run)
     if fn is None:
         return False

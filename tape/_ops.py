@@ -166,10 +166,8 @@ def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
     """Record an implicit broadcast of slot; return the slot of the expanded copy."""
     if size_big >= BIG:
         out = tape.alloc(size_big)
-        meta = BigRecord({}, np.empty(0), ())
-        meta.out_shape = tuple(big_shape)
-        meta.in_shapes = [tuple(small_shape)]
-        meta.in_dtypes = [None]
+        meta = BigRecord.of({}, tuple(big_shape), np.dtype(np.float64), [tuple(small_shape)],
+                            [None])
         tape.big.append(meta)
         tape.rec += _PACK(_OP_BROADCAST | BIG_FLAG, out, size_big, slot, -1, len(tape.big) - 1,
                           0, size_small)
@@ -208,6 +206,16 @@ def _saved_dict(op, a, b, out):
 
 
 # ------------------------------------------------------ record helpers
+def _spread(d, shape, n):
+    """``d`` broadcast to ``shape``: a copy when small (np.broadcast_to's view
+    costs ~10 us of Python), a view when large (no memory)."""
+    if n < _SMALL_COPY:
+        out = np.empty(shape, d.dtype)
+        out[...] = d
+        return out
+    return np.broadcast_to(d, shape)
+
+
 def _record_binary(op, a, b, out):
     """Record elementwise ``out = op(a, b)``; a and b are Tensors."""
     tape = _tape_of2(a, b)
@@ -217,24 +225,27 @@ def _record_binary(op, a, b, out):
     bd = b._data
     shape = out.shape
     n = out.size
+    sv = _SAVES[op]
     if ad.shape != shape:
         if g0 >= 0:
             g0 = _expand_slot(tape, g0, ad.shape, shape, ad.size, n)
-        ad = np.broadcast_to(ad, shape)
+        if sv & 1:                  # the expanded operand, only when saved
+            ad = _spread(ad, shape, n)
     if bd.shape != shape:
         if g1 >= 0:
             g1 = _expand_slot(tape, g1, bd.shape, shape, bd.size, n)
-        bd = np.broadcast_to(bd, shape)
+        if sv & 2:
+            bd = _spread(bd, shape, n)
     if n >= BIG:
         for t in (a, b):
-            if t._tape is None and _SAVES[op] & 3:
+            if t._tape is None and sv & 3:
                 tape.save_box(t)
-        return _big_record(tape, op, out, n, g0, g1,
-                           BigRecord(_saved_dict(op, ad, bd, out), out, (ad, bd)))
+        meta = BigRecord.of(_saved_dict(op, ad, bd, out), shape, _float_dtype(out.dtype),
+                            [shape, shape], [_float_dtype(ad.dtype), _float_dtype(bd.dtype)])
+        return _big_record(tape, op, out, n, g0, g1, meta)
     slot = tape.gpos
     tape.gpos = slot + n
     v = tape.vpos
-    sv = _SAVES[op]
     if sv:
         saved = tape.saved
         if sv & 1:
@@ -270,7 +281,9 @@ def _record_unary(op, a, out, const=None):
         if a._tape is None and _SAVES[op] & 1:
             tape.save_box(a)
         return _big_record(tape, op, out, n, g0, -1,
-                           BigRecord(_saved_dict(op, a._data, None, out), out, (a._data,)),
+                           BigRecord.of(_saved_dict(op, a._data, None, out), out.shape,
+                                        _float_dtype(out.dtype), [a._data.shape],
+                                        [_float_dtype(a._data.dtype)]),
                            const=0.0 if const is None else const)
     slot = tape.gpos
     tape.gpos = slot + n
@@ -335,6 +348,13 @@ _UFUNCS = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.mul
            operator.truediv: np.true_divide, operator.pow: np.power}
 
 
+_SHAPES = {}     # operand shapes -> broadcast shape (np.broadcast_shapes costs ~10 us)
+
+
+def _float_dtype(dt):
+    return dt if dt.kind == 'f' else np.dtype(np.float64)
+
+
 def _pooled(uf, npf, *args):
     """``npf(*args)`` for large operands, written into a buffer from the pool
     (tape/_pool.py) instead of fresh memory."""
@@ -342,7 +362,13 @@ def _pooled(uf, npf, *args):
         return npf(*args)
     if uf is np.power and type(args[1]) in (int, float) and args[1] == 2:
         uf, args = np.square, args[:1]          # what ``x ** 2`` does for arrays
-    shape = np.broadcast_shapes(*(np.shape(x) for x in args))
+    shapes = tuple(x.shape if type(x) is np.ndarray else np.shape(x) for x in args)
+    shape = _SHAPES.get(shapes)
+    if shape is None:
+        shape = np.broadcast_shapes(*shapes)        # raises for shapes that do not match
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        _SHAPES[shapes] = shape
     dtype = np.result_type(*args)
     if uf is np.true_divide and dtype.kind in 'iub':
         return npf(*args)

@@ -39,8 +39,10 @@ class BufferPool:
 
     def empty(self, shape, dtype):
         """An uninitialised array, from the cache when one of its size is free."""
-        dtype = np.dtype(dtype)
-        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        if type(shape) is not tuple:
+            shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
         count = 1
         for s in shape:
             count *= s

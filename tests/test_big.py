@@ -196,6 +196,7 @@ def test_a_run_seen_again_is_fused_once_for_every_tape(run_kernels, monkeypatch,
     monkeypatch.setattr(fuse, 'FUSE_AFTER', 2)
     monkeypatch.setattr(fuse, '_seen', {})
     monkeypatch.setattr(fuse, '_loaded', {})
+    monkeypatch.setattr(fuse, '_by_plan', {})
     monkeypatch.setattr(fuse, 'cache_dir', lambda: str(tmp_path))
     xd = rng.standard_normal(BIG + 77)
     grads = []
