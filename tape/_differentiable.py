@@ -202,9 +202,9 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
         hooks = tape.hooks
         for k in range(start, -1, -1):
             if hooks is not None and k in hooks:
-                out_slot = R[k, 1]
-                if out_slot in acc:
-                    acc[out_slot] = hooks[k].run_differentiable(acc[out_slot])
+                from ._node_hooks import run_record_differentiable
+                if run_record_differentiable(hooks[k], tape, k, R, RF, V, A, acc, leaf_of):
+                    continue        # node hooks ran the record themselves
             _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
         if not retain_graph:
             from ._sweep import release
@@ -240,7 +240,11 @@ def _gradient_of(tape, x, acc):
         g = leaf_g if g is None else _ops.add(g, leaf_g)
     if g is None:
         return None
-    return g if g._data.shape == x._data.shape else _ops.reshape(g, x._data.shape)
+    if g._data.shape != x._data.shape:
+        g = _ops.reshape(g, x._data.shape)
+    if g._data.dtype != x._data.dtype and x._data.dtype.kind == 'f':
+        g = _ops.to(g, x._data.dtype)       # computed in float64 (see README), returned as x's
+    return g
 
 
 def _accumulate_tensor(leaf, g):

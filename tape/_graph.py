@@ -25,12 +25,13 @@ _UNPACK_RAW = struct.Struct('8q').unpack_from
 
 class Node:
     """The backward of one record, as ``tensor.grad_fn`` shows it."""
-    __slots__ = ('_tape', '_rec', 'metadata', '__weakref__')
+    __slots__ = ('_tape', '_rec', 'metadata', '_hint', '__weakref__')
 
     def __init__(self, tape, rec):
         self._tape = tape
         self._rec = rec
         self.metadata = {}
+        self._hint = None       # (slot, shape, dtype) of the tensor it was asked from
 
     def name(self):
         return type(self).__name__
@@ -42,18 +43,7 @@ class Node:
         return self._tape.record(self._rec)
 
     def _input_slots(self):
-        op, out, n, g0, g1, v, ax, x = self._fields()
-        if op == _PYTHON:
-            return list(self._tape.py[ax].in_slots)
-        rule = RULES[op]
-        if rule.kind == 'elementwise':
-            slots = [g0, g1][:len(rule.inputs)]
-            if op in _SCALAR_SECOND:
-                slots.append(-1)
-            return slots
-        if rule.kind in TWO_INPUT_KINDS:
-            return [g0, g1]
-        return [g0]
+        return input_slots(self._tape, self._rec)
 
     @property
     def next_functions(self):
@@ -66,8 +56,16 @@ class Node:
         return _apply_node(self, grads)
 
     def register_hook(self, fn):
-        raise NotImplementedError('hooks on graph nodes are not supported; register a hook on '
-                                  'the tensor instead (Tensor.register_hook)')
+        """Call ``fn(grad_inputs, grad_outputs)`` after this node's backward; a returned
+        tuple replaces ``grad_inputs``.  Returns a handle with ``remove()``."""
+        from ._node_hooks import register_node_hook
+        return register_node_hook(self, fn, post=True)
+
+    def register_prehook(self, fn):
+        """Call ``fn(grad_outputs)`` before this node's backward; a returned tuple
+        replaces ``grad_outputs``.  Returns a handle with ``remove()``."""
+        from ._node_hooks import register_node_hook
+        return register_node_hook(self, fn, post=False)
 
     # the values the node saved for its backward, under PyTorch's names
     _SAVED_NAMES = {'_saved_self': 'a', '_saved_other': 'b', '_saved_result': 'out'}
@@ -94,6 +92,16 @@ class AccumulateGrad:
 
     def __repr__(self):
         return f'<AccumulateGrad object at {id(self):#x}>'
+
+    def register_hook(self, fn):
+        """``fn((), (grad,))`` after the gradient is accumulated into ``variable.grad``."""
+        from ._node_hooks import register_accumulate_hook
+        return register_accumulate_hook(self, fn, post=True)
+
+    def register_prehook(self, fn):
+        """``fn((grad,))`` before accumulation; a returned tuple replaces the gradient."""
+        from ._node_hooks import register_accumulate_hook
+        return register_accumulate_hook(self, fn, post=False)
 
 
 def _node_class(name):
@@ -125,7 +133,28 @@ def node_for(t):
     tape = t._tape
     if tape.alias is not None:
         tape = resolve(t)
-    return node(tape, t._rec)
+    nd = node(tape, t._rec)
+    if nd._hint is None:
+        # the one place a node learns its output's shape (records know sizes only)
+        nd._hint = (t._goff, t._data.shape, t._data.dtype)
+    return nd
+
+
+def input_slots(tape, rec):
+    """The gradient slots of record ``rec``'s inputs, one per ``next_functions`` entry
+    (-1 where an input needs no gradient)."""
+    op, out, n, g0, g1, v, ax, x = tape.record(rec)
+    if op == _PYTHON:
+        return list(tape.py[ax].in_slots)
+    rule = RULES[op]
+    if rule.kind == 'elementwise':
+        slots = [g0, g1][:len(rule.inputs)]
+        if op in _SCALAR_SECOND:
+            slots.append(-1)
+        return slots
+    if rule.kind in TWO_INPUT_KINDS:
+        return [g0, g1]
+    return [g0]
 
 
 def accumulate_node(leaf):

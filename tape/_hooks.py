@@ -7,6 +7,9 @@ returned tensor replaces the gradient for everything upstream) and the sweep
 resumes.  A hook on a leaf lives on the leaf and runs before accumulation
 into ``.grad``.  Hooks are kept on the tape, not the tensor, so that (as in
 PyTorch) they still run after the Python tensor object is gone.
+
+Node hooks (``grad_fn.register_hook``) ride on the same stops; they live in
+tape/_node_hooks.py.
 """
 import weakref
 
@@ -52,24 +55,47 @@ def _apply(fns, g, shape, where):
 
 
 class SlotHooks:
-    """The hooks (and retain_grad target) of one non-leaf tensor, by its slot."""
-    __slots__ = ('slot', 'size', 'shape', 'dtype', 'fns', 'retain', 'name')
+    """The hooks (and retain_grad target) of one non-leaf tensor, by its slot.
 
-    def __init__(self, t):
-        self.slot = t._goff
-        self.size = t._data.size
-        self.shape = t._data.shape
-        self.dtype = t._data.dtype
+    ``node``: the hooks of the node that produced the tensor (NodeHooks), on the
+    SlotHooks of each output of that record.  ``exact``: whether ``shape`` is the
+    tensor's own (False when only a node, which knows a size, registered it)."""
+    __slots__ = ('slot', 'size', 'shape', 'dtype', 'fns', 'retain', 'name', 'node', 'exact')
+
+    def __init__(self, t, slot=-1, size=0, shape=(), dtype=np.float64, exact=True):
+        if t is not None:
+            slot, size, shape, dtype = t._goff, t._data.size, t._data.shape, t._data.dtype
+        self.slot = slot
+        self.size = size
+        self.shape = shape
+        self.dtype = dtype
+        self.exact = exact
         self.fns = []
         self.retain = None       # weakref to the tensor whose .grad to fill
+        self.node = None
 
-    def run_compiled(self, grads):
-        s = self.slot
-        g = _leaf(grads.get(s, self.size, self.shape).astype(self.dtype))
-        new = _apply(self.fns, g, self.shape, 'a non-leaf tensor')
-        if new is not g:
-            grads.set(s, self.size, new._data)
-        self._retain(new, copy=True)
+    def run_compiled(self, grads, tape=None, k=-1, R=None, V=None, A=None):
+        """Run this tensor's hooks at the sweep's stop at record k; then, if the
+        record has node hooks, run the record itself and return True (the sweep
+        resumes below it)."""
+        if self.fns or self.retain is not None:
+            s = self.slot
+            g = _leaf(grads.get(s, self.size, self.shape).astype(self.dtype))
+            new = _apply(self.fns, g, self.shape, 'a non-leaf tensor')
+            if new is not g:
+                grads.set(s, self.size, new._data)
+            self._retain(new, copy=True)
+        node = self.node
+        if node is None or tape is None or not (node.pre or node.post):
+            return False
+        if len(node.holders) > 1:
+            # a Function with several outputs: once, after the last reached one's hooks
+            reached = [h for h in node.holders if grads.reached(h.slot)]
+            if reached[-1] is not self:
+                return False
+        from ._node_hooks import run_node
+        run_node(node, grads, tape, k, R, V, A)
+        return True
 
     def run_differentiable(self, g_flat):
         from . import _ops
@@ -104,6 +130,10 @@ def _slot_hooks(t):
     h = per_rec.get(t._goff)
     if h is None:
         h = per_rec[t._goff] = SlotHooks(t)
+        from ._node_hooks import nodes_last
+        nodes_last(per_rec)
+    elif not h.exact:           # made for a node hook: now the tensor's shape is known
+        h.shape, h.dtype, h.exact = t._data.shape, t._data.dtype, True
     return h
 
 
@@ -124,6 +154,11 @@ def register_hook(t, fn):
         if t._extra is None:
             t._extra = {}
         fns = t._extra.setdefault('hooks', [])
+        runner = t._extra.get('accumulate_hooks')
+        if runner is not None and any(f is runner for f in fns):
+            # tensor hooks run before the AccumulateGrad node's hooks, as in PyTorch
+            fns.insert(next(i for i, f in enumerate(fns) if f is runner), fn)
+            return RemovableHandle(fns, fn)
     else:
         fns = _slot_hooks(t).fns
     fns.append(fn)

@@ -153,11 +153,11 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             if k < 0:
                 break
             k = _python_record(tape, k, R, G, V, A, reach, store, stop, keep) - 1
+        k = stop
         if stop >= 0:
             for h in hooks[stop].values():
-                if store.reached(h.slot):
-                    h.run_compiled(store)
-        k = stop
+                if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A):
+                    k = stop - 1    # node hooks ran the record itself (tape/_hooks.py)
     if dead or tape.epoch != inplace_epoch[0]:
         used = store.reached_records(R)
         if dead and np.any(tape.dead_mask() & used[:tape.n]):

@@ -634,3 +634,14 @@ def test_backward_inputs_accumulates_only_into_them(torch_or_skip):
     assert tb is None and rb is None
     np.testing.assert_allclose(ta, ra)
     np.testing.assert_allclose(th, rh)
+
+
+def test_create_graph_gradient_of_float32_input_is_float32():
+    # the differentiable sweep computes in float64 (README), but returns x's dtype
+    x = tape.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    g, = tape.autograd.grad((x * x * x).sum(), x, create_graph=True)
+    assert g.dtype == tape.float32 and g.requires_grad
+    np.testing.assert_allclose(g.detach().numpy(), [3.0, 12.0, 27.0])
+    g2, = tape.autograd.grad(g.sum(), x)
+    assert g2.dtype == tape.float32
+    np.testing.assert_allclose(g2.numpy(), [6.0, 12.0, 18.0])
