@@ -123,9 +123,12 @@ class Grads:
                 self.big[slot] = flat
             else:
                 cur += flat
-        else:
-            self.reach[slot] = 1
+        elif self.reach[slot]:
             self.G[slot:slot + size] += np.ravel(value)
+        else:
+            # the slot's first gradient: a casting copy beats NumPy's mixed-dtype +=
+            self.reach[slot] = 1
+            np.copyto(self.G[slot:slot + size], np.ravel(value))
 
     def set(self, slot, size, value):
         """Replace a slot's gradient (a hook's returned tensor)."""
