@@ -19,3 +19,5 @@ bench: install
 
 codegen:
 	$(PYTHON) -m compiler.codegen
+	$(PYTHON) -m compiler.chunkgen
+	$(PYTHON) -m compiler.replaygen

@@ -833,15 +833,15 @@ def vjp_trunc(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_clamp(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """ClampBackward1: ga += grad * c * eq(out, a)"""
+    """ClampBackward1: ga += grad * ge(d, c) * eq(out, a)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * c * eq(out[i], a[i])
+                ga[i] = g[i] * ge(d, c) * eq(out[i], a[i])
         else:
             for i in range(n):
-                ga[i] += g[i] * c * eq(out[i], a[i])
+                ga[i] += g[i] * ge(d, c) * eq(out[i], a[i])
 
 
 @njit(cache=True, error_model='numpy')

@@ -863,6 +863,7 @@ def _op_elu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 def _op_softplus(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SoftplusBackward0."""
     c = RF[k, 7]
+    d = RF[k, 6]
     if g0 >= 0:
         for i in range(n):
             G[g0 + i] += G[go + i] * where_pos(eq(V[v + 1 * n + i], V[v + i]), 1.0, sigmoid(V[v + i] * c))
@@ -908,6 +909,7 @@ def _op_round(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 @njit(cache=True, error_model='numpy')
 def _op_round_decimals(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """RoundBackward1."""
+    c = RF[k, 7]
     if g0 >= 0:
         for i in range(n):
             G[g0 + i] += zero(G[go + i])
@@ -927,9 +929,10 @@ def _op_trunc(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 def _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ClampBackward1."""
     c = RF[k, 7]
+    d = RF[k, 6]
     if g0 >= 0:
         for i in range(n):
-            G[g0 + i] += G[go + i] * c * eq(V[v + 1 * n + i], V[v + i])
+            G[g0 + i] += G[go + i] * ge(d, c) * eq(V[v + 1 * n + i], V[v + i])
     return -1
 
 
@@ -956,6 +959,7 @@ def _op_std_root(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 def _op_var_scale(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """VarBackward0."""
     c = RF[k, 7]
+    d = RF[k, 6]
     if g0 >= 0:
         for i in range(n):
             G[g0 + i] += G[go + i] * c

@@ -109,6 +109,87 @@ def zero(x):
     return 0.0
 
 
+# --- helpers only forward formulas call (tape._rules.FWD_ONLY_FUNCS): each is
+# the float64 scalar version of the NumPy function the eager op calls, so the
+# forward replay (compiler/_replay_generated.py) computes what eager computes.
+
+@njit(cache=True, inline='always', error_model='numpy')
+def maximum(x, y):
+    # np.maximum: NaN wins; on ties (0.0 and -0.0) the second operand, as NumPy does
+    return x if (x > y or x != x) else y
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def minimum(x, y):
+    return x if (x < y or x != x) else y
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def gt(x, y):
+    return 1.0 if x > y else 0.0
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def ceil(x):
+    return np.ceil(x)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def rint(x):
+    return np.rint(x)           # half to even, as np.round
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def round_decimals(x, n):
+    # np.round(x, n): scale by 10**|n|, round half to even, scale back
+    if n >= 0.0:
+        f = 10.0 ** n
+        return np.rint(x * f) / f
+    f = 10.0 ** (-n)
+    return np.rint(x / f) * f
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def exp2(x):
+    return np.exp2(x)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def fmod(x, y):
+    return np.fmod(x, y)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def remainder(x, y):
+    return np.remainder(x, y)   # the sign of the divisor, as np.remainder (and %)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def logaddexp0(y):
+    # np.logaddexp(0, y), NumPy's npy_logaddexp with x = 0
+    if y == 0.0:
+        return 0.6931471805599453
+    tmp = -y
+    if tmp > 0.0:
+        return math.log1p(math.exp(-tmp))
+    if tmp <= 0.0:
+        return y + math.log1p(math.exp(tmp))
+    return tmp                  # NaN
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def power(x, y):
+    # ``array ** y`` for a Python number y: NumPy squares for 2, takes sqrt for
+    # 0.5 and the reciprocal for -1 (pow itself would round differently)
+    if y == 2.0:
+        return x * x
+    if y == 0.5:
+        return math.sqrt(x)
+    if y == -1.0:
+        return 1.0 / x
+    return x ** y
+
+
 @njit(cache=True)
 def erf_array(x):
     """math.erf over a flat float64 array (NumPy has no erf)."""

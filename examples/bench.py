@@ -145,6 +145,31 @@ def w1_build(lib, d):
     return step, lambda: [_np(w.grad), _np(b.grad)]
 
 
+def _jit(lib):
+    """tape.jit for tape; PyTorch runs the same function eagerly (its rows stay eager)."""
+    return lib.jit if getattr(lib, '__name__', '') == 'tape' else (lambda f: f)
+
+
+def w1j_build(lib, d):
+    """W1 with the chain and its sum under tape.jit (traced once, then replayed)."""
+    x = _T(lib, d['w1_x'])
+    w = _T(lib, d['w1_w'], True)
+    b = _T(lib, d['w1_b'], True)
+
+    @_jit(lib)
+    def chain(w, b, x):
+        h = x
+        for _ in range(W1_STEPS):
+            h = lib.tanh(h * w + b)
+        return h.sum()
+
+    def step():
+        w.grad = None
+        b.grad = None
+        chain(w, b, x).backward()
+    return step, lambda: [_np(w.grad), _np(b.grad)]
+
+
 def w2_build(lib, d):
     """W2 MLP step: float32, tanh hidden layer of 256, MSE, backward, SGD under no_grad."""
     X, Y = _T(lib, d['w2_X']), _T(lib, d['w2_Y'])
@@ -202,6 +227,48 @@ def _w4_loop(lib, get_fake_data, w, b, lr):
     b.data.sub_(lr * b.grad.data)
     w.grad.data.zero_()
     b.grad.data.zero_()
+
+
+def w4j_build(lib, d):
+    """W4 with the seed's loss (mm, expand_as, the squared error, sum) under tape.jit;
+    data and the update stay eager."""
+    lib.manual_seed(1000)
+
+    def get_fake_data(batch_size=W4_BATCH):
+        x = lib.rand(batch_size, 1) * 20
+        y = x * 2 + (1 + lib.randn(batch_size, 1)) * 3
+        return x, y
+
+    @_jit(lib)
+    def loss_of(w, b, x, y):
+        y_pred = x.mm(w) + b.expand_as(y)
+        return (0.5 * (y_pred - y) ** 2).sum()
+
+    w = lib.rand(1, 1, requires_grad=True)
+    b = lib.zeros(1, 1, requires_grad=True)
+    lr = 0.001
+
+    def step():
+        x, y = get_fake_data()
+        loss_of(w, b, x, y).backward()
+        w.data.sub_(lr * w.grad.data)
+        b.data.sub_(lr * b.grad.data)
+        w.grad.data.zero_()
+        b.grad.data.zero_()
+    return step, None
+
+
+def w4j_check(lib, d):
+    x, y = _T(lib, d['w4_x']), _T(lib, d['w4_y'])
+    w, b = _T(lib, d['w4_w'], True), _T(lib, d['w4_b'], True)
+
+    @_jit(lib)
+    def loss_of(w, b, x, y):
+        y_pred = x.mm(w) + b.expand_as(y)
+        return (0.5 * (y_pred - y) ** 2).sum()
+    loss_of(w, b, x, y)                       # the trace
+    loss_of(w, b, x, y).backward()            # a replay
+    return [_np(w.grad), _np(b.grad)]
 
 
 def w4_build(lib, d):
@@ -275,6 +342,22 @@ def _w5_build(variant):
             y.backward(ones)
         return step, lambda: [_np(x.grad)]
     return build
+
+
+def w6j_build(lib, d):
+    """W6 with the 1000-step chain under tape.jit."""
+    h0 = lib.tensor(d['w6_h'], dtype=lib.float64, requires_grad=True)
+
+    @_jit(lib)
+    def chain(h):
+        for _ in range(W6_STEPS):
+            h = h * 1.0001 + 0.001
+        return h
+
+    def step():
+        h0.grad = None
+        chain(h0).backward()
+    return step, lambda: [_np(h0.grad)]
 
 
 def w6_build(lib, d):
@@ -462,17 +545,21 @@ def hips_w7(d):
 WORKLOADS = [
     ('W1', 'W1 chain, 100x tanh(h*w+b) on (16,) f64', w1_build, None, 'f64',
      {'jax': jax_w1, 'autograd': hips_w1}),
+    ('W1', 'W1j the W1 chain under tape.jit (torch eager)', w1j_build, None, 'f64', {}),
     ('W2', 'W2 MLP step 64x784-256-10 f32 + SGD', w2_build, None, 'f32',
      {'jax': jax_w2, 'autograd': hips_w2}),
     ('W3', 'W3 (x**2*exp(x)).sum() fwd+bwd, 4M f64', w3_build, None, 'f64',
      {'jax': jax_w3, 'autograd': hips_w3}),
     ('W4', 'W4 seed linear regression, per iteration', w4_build, w4_check, 'f32', {}),
+    ('W4', 'W4j its loss under tape.jit (torch eager), per iteration', w4j_build, w4j_check,
+     'f32', {}),
     ('W5', 'W5a sigmoid (100,100) f32, custom Function', _w5_build('function'), None, 'f32', {}),
     ('W5', 'W5b sigmoid (100,100) f32, naive 1/(1+exp(-x))', _w5_build('naive'), None, 'f32',
      {}),
     ('W5', 'W5c sigmoid (100,100) f32, builtin sigmoid', _w5_build('builtin'), None, 'f32', {}),
     ('W6', 'W6 scalar chain, 1000x h*1.0001+0.001, 0-d f64', w6_build, None, 'f64',
      {'jax': jax_w6, 'autograd': hips_w6}),
+    ('W6', 'W6j the W6 chain under tape.jit (torch eager)', w6j_build, None, 'f64', {}),
     ('W7', 'W7 Rosenbrock-100 HVP by double backward', w7_build, None, 'f64',
      {'jax': jax_w7, 'autograd': hips_w7}),
 ]
@@ -747,7 +834,7 @@ def run_workloads(selected, libs, mods, d, cfg, rep):
             why = _compare(ref, g, TOL[tol])
             if why is not None:
                 rep.note(f'MISMATCH {label}: {name} vs torch, {why}')
-        if key == 'W4':
+        if key == 'W4' and not label.startswith('W4j'):
             rep.note(f'W4: {cfg.w4_iters} iterations per repeat (the seed runs 8000), '
                      'time per iteration including get_fake_data; gradients checked on '
                      'one iteration with fixed data.')

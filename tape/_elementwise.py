@@ -20,7 +20,7 @@ from ._ops import _binary, _broadcast_error, _const, _np_sigmoid, _record_unary,
     _unary
 from ._rules import OP
 from ._structural import record_where
-from ._tape import grad_mode
+from ._tape import grad_mode, note_value_use
 from ._tensor import Tensor, _leaf
 
 _scalar = (int, float, bool, np.number, np.bool_)
@@ -84,7 +84,7 @@ def round(a, decimals=0):  # noqa: A001  (torch.round)
         return _round0(a)
     a = _t(a)
     out = np.round(a._data, decimals)
-    return _with_const('round_decimals', a, out, 0.0)
+    return _with_const('round_decimals', a, out, float(decimals))
 
 
 def square(a):
@@ -93,10 +93,12 @@ def square(a):
     return pow_(_t(a), 2)
 
 
-def _with_const(name, a, out, c):
+def _with_const(name, a, out, c, d=None):
+    """Record ``out = name(a)`` with constant c (record field 7) and d (field 6)."""
     if a._rg and grad_mode.enabled:
-        return _record_unary(OP[name], a, out, float(c))
+        return _record_unary(OP[name], a, out, float(c), None if d is None else float(d))
     return _leaf(out)
+
 
 
 def leaky_relu(a, negative_slope=0.01, inplace=False):
@@ -141,7 +143,7 @@ def softplus(a, beta=1.0, threshold=20.0):
     with np.errstate(all='ignore'):
         out = np.where(d * beta > threshold, d, np.logaddexp(0, d * beta) / beta)
     out = np.asarray(out, dtype=np.asarray(d).dtype)
-    return _with_const('softplus', a, out, beta)
+    return _with_const('softplus', a, out, beta, threshold)
 
 
 def relu6(a):
@@ -174,13 +176,15 @@ def clamp(a, min=None, max=None):  # noqa: A002  (torch's argument names)
         out = np.minimum(out, max)
     if out.dtype is not np.dtype(d.dtype):
         out = _dtypes.binary_result('clamp', d, min if min is not None else max, out)
-    empty = min is not None and max is not None and min > max
-    return _with_const('clamp', a, out, 0.0 if empty else 1.0)
+    # the bounds go in the record (no gradient where lo > hi: see tape/_rules.py)
+    return _with_const('clamp', a, out, -math.inf if min is None else min,
+                       math.inf if max is None else max)
 
 
 def _clamp_tensor(a, lo, hi):
     # torch.clamp with tensor bounds: where(a < lo, lo, a), then where(. > hi, hi, .);
     # NaN in a stays NaN (the comparisons are False)
+    note_value_use('clamp')
     y = a
     if lo is not None:
         lo = _t(lo, a)
@@ -285,6 +289,7 @@ def _compare(name, npf):
     def f(a, b):
         if b is None:
             return False if name == 'eq' else True
+        note_value_use(name)
         a = _t(a)
         bd = b._data if isinstance(b, Tensor) else b
         try:

@@ -16,7 +16,8 @@ from ._big import BIG, BIG_FLAG, BigRecord
 from ._pool import pool
 from ._tape import shift_slot as _shift_slot
 from ._tape import grad_off as _OFF
-from ._tape import PACK as _PACK, PACK_C as _PACK_C, grad_mode, merge, open_tape, resolve
+from ._tape import PACK as _PACK, PACK_C as _PACK_C, PACK_CD as _PACK_CD
+from ._tape import grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW
 
 _SAVES = []     # per opcode: bit 1 saves a, 2 saves b, 4 saves out
@@ -181,13 +182,15 @@ def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
     return out
 
 
-def _big_record(tape, op, out, n, g0, g1, meta, ax=0, x=0, const=None):
+def _big_record(tape, op, out, n, g0, g1, meta, ax=0, x=0, const=None, const_d=None):
     """Append a big record (see tape/_big.py): saved arrays stay in ``meta``."""
     slot = tape.alloc(n)
     tape.big.append(meta)
     v = len(tape.big) - 1
     if const is None:
         tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, g1, v, ax, x)
+    elif const_d is not None:
+        tape.rec += _PACK_CD(op | BIG_FLAG, slot, n, g0, g1, v, float(const_d), const)
     else:
         tape.rec += _PACK_C(op | BIG_FLAG, slot, n, g0, g1, v, ax, const)
     return _result(out, tape, slot)
@@ -266,8 +269,8 @@ def _record_binary(op, a, b, out):
     return _result(out, tape, slot)
 
 
-def _record_unary(op, a, out, const=None):
-    """Record elementwise ``out = op(a)`` (with an optional scalar constant)."""
+def _record_unary(op, a, out, const=None, const_d=None):
+    """Record elementwise ``out = op(a)`` (with optional scalar constants c, d)."""
     tape = a._tape
     if tape is None:
         tape = open_tape()
@@ -284,7 +287,7 @@ def _record_unary(op, a, out, const=None):
                            BigRecord.of(_saved_dict(op, a._data, None, out), out.shape,
                                         _float_dtype(out.dtype), [a._data.shape],
                                         [_float_dtype(a._data.dtype)]),
-                           const=0.0 if const is None else const)
+                           const=0.0 if const is None else const, const_d=const_d)
     slot = tape.gpos
     tape.gpos = slot + n
     v = tape.vpos
@@ -298,7 +301,10 @@ def _record_unary(op, a, out, const=None):
     if sv & 4:
         saved.append(out)
         v += n
-    tape.rec += _PACK_C(op, slot, n, g0, -1, tape.vpos, 0, 0.0 if const is None else const)
+    if const_d is None:
+        tape.rec += _PACK_C(op, slot, n, g0, -1, tape.vpos, 0, 0.0 if const is None else const)
+    else:
+        tape.rec += _PACK_CD(op, slot, n, g0, -1, tape.vpos, const_d, const)
     tape.vpos = v
     return _result(out, tape, slot)
 

@@ -24,7 +24,7 @@ from . import _ops
 from ._ops import _dims, _record_struct, _record_unary
 from ._rules import OP
 from ._structural import record_cumprod, record_cumsum
-from ._tape import grad_mode
+from ._tape import grad_mode, note_value_use
 from ._tensor import Tensor, _leaf, _norm_dim
 
 
@@ -118,6 +118,7 @@ def prod(a, dim=None, keepdim=False, dtype=None):
 # ------------------------------------------------------- max, min, args
 def _arg(npf, opname):
     def f(a, dim=None, keepdim=False):
+        note_value_use(opname)
         d = np.asarray(_t(a)._data)
         if d.size == 0:
             raise RuntimeError(f'{opname}(): Expected reduction dim to be specified for '
@@ -189,6 +190,8 @@ def _evenly(a, dims, keepdim, value):
 def _max_min(npf, argf, opname, take_name, binary):
     def f(a, dim=None, keepdim=False, *, out=None):
         a = _t(a)
+        if not isinstance(dim, Tensor):
+            note_value_use(opname)          # which element wins (and ties) is baked in
         if isinstance(dim, Tensor):            # max(a, other): elementwise
             return binary(a, dim)
         d = np.asarray(a._data)
@@ -212,6 +215,7 @@ min = _max_min(np.min, _np_argmin, 'min', 'min_dim', _ops.minimum)  # noqa: A001
 
 def _amax_amin(npf, opname):
     def f(a, dim=(), keepdim=False):
+        note_value_use(opname)
         a = _t(a)
         d = np.asarray(a._data)
         if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
@@ -268,7 +272,8 @@ def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     with np.errstate(all='ignore'):
         out = np.asarray(s._data / denom, dtype=d.dtype)
         scale = 1.0 / denom if denom else float('inf')
-    return _record_unary(OP['var_scale'], s, out if out.ndim else out[()], scale)
+    # d: the divisor itself, which the forward divides by (1/(1/d) is not d)
+    return _record_unary(OP['var_scale'], s, out if out.ndim else out[()], scale, float(denom))
 
 
 def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None):

@@ -5,8 +5,8 @@ PyTorch node name that ``grad_fn`` shows, and the vector-Jacobian product.
 
 Elementwise rows write their VJP as formulas, one per tensor input, over the
 names ``grad`` (upstream gradient), ``out`` (the op's result), the tensor
-inputs ``a``/``b`` and the scalar constants ``c``.  Both derivative paths come
-from that one string:
+inputs ``a``/``b`` and the scalar constants ``c``/``d`` (record fields 7 and
+6).  Both derivative paths come from that one string:
 
 * ``compiler/codegen.py`` turns it into a loop body of the Numba sweep
   (``compiler/_sweep_generated.py``), and
@@ -14,7 +14,14 @@ from that one string:
   records the backward itself.
 
 Which values a record must save for its backward is read off the formulas, so
-a rule cannot forget to save what it uses.  Structural rows (reductions,
+a rule cannot forget to save what it uses.
+
+Each elementwise row also gives its forward, ``fwd``: the result as a formula
+over ``a``/``b`` and the constants ``c``/``d``, in float64, computing what the
+eager op (``tape/_ops.py``, ``tape/_elementwise.py``) computes with NumPy, NaN
+and inf included.  ``compiler/replaygen.py`` turns it into the forward replay
+kernel (``compiler/_replay_generated.py``), which recomputes a traced tape's
+records from new leaf values (``tape.jit``).  Structural rows (reductions,
 broadcasting, indexing, matrix products) name a kernel ``kind`` that is written
 by hand once in ``compiler/codegen.py`` and once in ``tape/_differentiable.py``.
 
@@ -40,6 +47,21 @@ FORMULA_FUNCS = frozenset({
     # side gives no NaN); inv0(x) is 1/x but 0 at x == 0; zero(x) is 0.0.
     'sinh', 'cosh', 'erf', 'floor', 'trunc', 'ge', 'eq', 'where_pos', 'inv0', 'zero',
 })
+# Functions only forward formulas may call (they have Numba versions in
+# compiler/kernels.py, or are math.* functions, but no Tensor versions: the
+# differentiable path never evaluates a forward).  Each computes what the NumPy
+# function of the eager op computes: maximum/minimum(x, y) propagate NaN as
+# np.maximum/np.minimum do; gt(x, y) is 1.0 where x > y else 0.0; rint rounds
+# half to even (np.round); round_decimals(x, n) is np.round(x, n);
+# remainder/fmod are np.remainder/np.fmod; logaddexp0(y) is np.logaddexp(0, y);
+# power(x, y) is ``array ** y`` with NumPy's fast paths (x*x for 2, sqrt for 0.5,
+# 1/x for -1); the rest are the math module's functions.
+FWD_ONLY_FUNCS = frozenset({
+    'tan', 'asin', 'acos', 'atan', 'atan2', 'expm1', 'log1p', 'log2', 'log10', 'exp2',
+    'ceil', 'rint', 'round_decimals', 'maximum', 'minimum', 'gt', 'remainder', 'fmod',
+    'logaddexp0', 'power',
+})
+FWD_FUNCS = FORMULA_FUNCS | FWD_ONLY_FUNCS
 TENSOR_NAMES = ('a', 'b')
 SAVED_ORDER = ('a', 'b', 'out')       # layout of saved arrays in V
 CONST_NAMES = ('c', 'd')   # stored in record fields 7 and 6
@@ -48,15 +70,16 @@ CONST_NAMES = ('c', 'd')   # stored in record fields 7 and 6
 class Rule:
     """One primitive: opcode, node name, kind, and (for elementwise) formulas."""
     __slots__ = ('op', 'name', 'node', 'kind', 'inputs', 'consts', 'vjps',
-                 'saves', 'saves_consts')
+                 'saves', 'saves_consts', 'fwd')
 
-    def __init__(self, name, node, kind, inputs=(), consts=(), vjps=()):
+    def __init__(self, name, node, kind, inputs=(), consts=(), vjps=(), fwd=None):
         self.name = name
         self.node = node
         self.kind = kind
         self.inputs = tuple(inputs)
         self.consts = tuple(consts)
         self.vjps = tuple(vjps)
+        self.fwd = fwd          # forward formula (elementwise rules), see the module doc
         self.op = -1
         self.saves = ()
         self.saves_consts = ()
@@ -65,7 +88,7 @@ class Rule:
         return f'Rule({self.name!r}, op={self.op}, node={self.node!r})'
 
 
-def _names_in(formula, rule_name):
+def _names_in(formula, rule_name, funcs=FORMULA_FUNCS):
     try:
         tree = ast.parse(formula, mode='eval')
     except SyntaxError as e:
@@ -73,10 +96,10 @@ def _names_in(formula, rule_name):
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in FORMULA_FUNCS:
+            if not isinstance(node.func, ast.Name) or node.func.id not in funcs:
                 raise ValueError(f'rule {rule_name!r}: formula {formula!r} calls '
-                                 f'an unknown function; allowed: {sorted(FORMULA_FUNCS)}')
-        elif isinstance(node, ast.Name) and node.id not in FORMULA_FUNCS:
+                                 f'an unknown function; allowed: {sorted(funcs)}')
+        elif isinstance(node, ast.Name) and node.id not in funcs:
             names.add(node.id)
     return names
 
@@ -100,10 +123,16 @@ def _check(rule):
         used |= names
     rule.saves = tuple(n for n in SAVED_ORDER if n in used)
     rule.saves_consts = rule.consts   # constants are always stored (one float each)
+    if rule.fwd is not None:
+        allowed = set(rule.inputs) | set(rule.consts)
+        unknown = _names_in(rule.fwd, rule.name, FWD_FUNCS) - allowed
+        if unknown:
+            raise ValueError(f'rule {rule.name!r}: forward {rule.fwd!r} names unknown '
+                             f'input(s) {sorted(unknown)}; it may use {sorted(allowed)}')
 
 
-def E(name, node, inputs, vjps, consts=()):
-    return Rule(name, node, 'elementwise', inputs, consts, vjps)
+def E(name, node, inputs, vjps, consts=(), fwd=None):
+    return Rule(name, node, 'elementwise', inputs, consts, vjps, fwd)
 
 
 def S(name, node, kind):
@@ -112,95 +141,115 @@ def S(name, node, kind):
 
 RULES = [
     # --- binary elementwise (operands already expanded to one shape) ---
-    E('add', 'AddBackward0', 'ab', ('grad', 'grad')),
-    E('sub', 'SubBackward0', 'ab', ('grad', '-grad')),
-    E('mul', 'MulBackward0', 'ab', ('grad * b', 'grad * a')),
-    E('div', 'DivBackward0', 'ab', ('grad / b', '-grad * a / (b * b)')),
-    E('pow', 'PowBackward1', 'ab', ('grad * pow_grad(a, b)', 'grad * xlogy_safe(out, a)')),
+    E('add', 'AddBackward0', 'ab', ('grad', 'grad'), fwd='a + b'),
+    E('sub', 'SubBackward0', 'ab', ('grad', '-grad'), fwd='a - b'),
+    E('mul', 'MulBackward0', 'ab', ('grad * b', 'grad * a'), fwd='a * b'),
+    E('div', 'DivBackward0', 'ab', ('grad / b', '-grad * a / (b * b)'), fwd='a / b'),
+    E('pow', 'PowBackward1', 'ab', ('grad * pow_grad(a, b)', 'grad * xlogy_safe(out, a)'),
+      fwd='pow(a, b)'),
     # ties split the gradient in half, as PyTorch does
-    E('maximum', 'MaximumBackward0', 'ab', ('grad * ge_half(a, b)', 'grad * ge_half(b, a)')),
-    E('minimum', 'MinimumBackward0', 'ab', ('grad * ge_half(b, a)', 'grad * ge_half(a, b)')),
+    E('maximum', 'MaximumBackward0', 'ab', ('grad * ge_half(a, b)', 'grad * ge_half(b, a)'),
+      fwd='maximum(a, b)'),
+    E('minimum', 'MinimumBackward0', 'ab', ('grad * ge_half(b, a)', 'grad * ge_half(a, b)'),
+      fwd='minimum(a, b)'),
     E('atan2', 'Atan2Backward0', 'ab', ('grad * b / (a * a + b * b)',
-                                        '-grad * a / (a * a + b * b)')),
-    E('remainder', 'RemainderBackward1', 'ab', ('grad', '-grad * floor(a / b)')),
-    E('fmod', 'FmodBackward1', 'ab', ('grad', '-grad * trunc(a / b)')),
+                                        '-grad * a / (a * a + b * b)'), fwd='atan2(a, b)'),
+    E('remainder', 'RemainderBackward1', 'ab', ('grad', '-grad * floor(a / b)'),
+      fwd='remainder(a, b)'),
+    E('fmod', 'FmodBackward1', 'ab', ('grad', '-grad * trunc(a / b)'), fwd='fmod(a, b)'),
     # a = probability, b = target; logs clamped at -100 and the denominator at
     # 1e-12, as PyTorch does, so a = 0 or 1 gives a finite gradient
     E('binary_cross_entropy', 'BinaryCrossEntropyBackward0', 'ab', (
         'grad * (a - b) / where_pos(a * (1.0 - a) - 1e-12, a * (1.0 - a), 1e-12)',
         'grad * (where_pos(log(1.0 - a) + 100.0, log(1.0 - a), -100.0)'
-        ' - where_pos(log(a) + 100.0, log(a), -100.0))')),
+        ' - where_pos(log(a) + 100.0, log(a), -100.0))'),
+      fwd='-(b * maximum(log(a), -100.0) + (1.0 - b) * maximum(log1p(-a), -100.0))'),
     # --- tensor with a Python scalar c ---
-    E('add_scalar', 'AddBackward0', 'a', ('grad',), consts='c'),
-    E('sub_scalar', 'SubBackward0', 'a', ('grad',), consts='c'),
-    E('rsub_scalar', 'RsubBackward1', 'a', ('-grad',), consts='c'),
-    E('mul_scalar', 'MulBackward0', 'a', ('grad * c',), consts='c'),
-    E('div_scalar', 'DivBackward0', 'a', ('grad / c',), consts='c'),
-    E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c'),
-    E('pow_scalar', 'PowBackward0', 'a', ('grad * pow_grad(a, c)',), consts='c'),
-    E('rpow_scalar', 'PowBackward2', 'a', ('grad * out * log(c)',), consts='c'),
-    E('remainder_scalar', 'RemainderBackward0', 'a', ('grad',), consts='c'),
-    E('fmod_scalar', 'FmodBackward0', 'a', ('grad',), consts='c'),
+    E('add_scalar', 'AddBackward0', 'a', ('grad',), consts='c', fwd='a + c'),
+    E('sub_scalar', 'SubBackward0', 'a', ('grad',), consts='c', fwd='a - c'),
+    E('rsub_scalar', 'RsubBackward1', 'a', ('-grad',), consts='c', fwd='c - a'),
+    E('mul_scalar', 'MulBackward0', 'a', ('grad * c',), consts='c', fwd='a * c'),
+    E('div_scalar', 'DivBackward0', 'a', ('grad / c',), consts='c', fwd='a / c'),
+    E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c', fwd='c / a'),
+    E('pow_scalar', 'PowBackward0', 'a', ('grad * pow_grad(a, c)',), consts='c',
+      fwd='power(a, c)'),
+    E('rpow_scalar', 'PowBackward2', 'a', ('grad * out * log(c)',), consts='c', fwd='pow(c, a)'),
+    E('remainder_scalar', 'RemainderBackward0', 'a', ('grad',), consts='c',
+      fwd='remainder(a, c)'),
+    E('fmod_scalar', 'FmodBackward0', 'a', ('grad',), consts='c', fwd='fmod(a, c)'),
     # --- unary elementwise ---
-    E('neg', 'NegBackward0', 'a', ('-grad',)),
-    E('exp', 'ExpBackward0', 'a', ('grad * out',)),
-    E('log', 'LogBackward0', 'a', ('grad / a',)),
-    E('sqrt', 'SqrtBackward0', 'a', ('grad / (2.0 * out)',)),
-    E('sin', 'SinBackward0', 'a', ('grad * cos(a)',)),
-    E('cos', 'CosBackward0', 'a', ('-grad * sin(a)',)),
-    E('tanh', 'TanhBackward0', 'a', ('grad * (1.0 - out * out)',)),
-    E('sigmoid', 'SigmoidBackward0', 'a', ('grad * out * (1.0 - out)',)),
+    E('neg', 'NegBackward0', 'a', ('-grad',), fwd='-a'),
+    E('exp', 'ExpBackward0', 'a', ('grad * out',), fwd='exp(a)'),
+    E('log', 'LogBackward0', 'a', ('grad / a',), fwd='log(a)'),
+    E('sqrt', 'SqrtBackward0', 'a', ('grad / (2.0 * out)',), fwd='sqrt(a)'),
+    E('sin', 'SinBackward0', 'a', ('grad * cos(a)',), fwd='sin(a)'),
+    E('cos', 'CosBackward0', 'a', ('-grad * sin(a)',), fwd='cos(a)'),
+    E('tanh', 'TanhBackward0', 'a', ('grad * (1.0 - out * out)',), fwd='tanh(a)'),
+    E('sigmoid', 'SigmoidBackward0', 'a', ('grad * out * (1.0 - out)',), fwd='sigmoid(a)'),
     # 0 where out <= 0; NaN passes the gradient, as PyTorch's threshold_backward does
-    E('relu', 'ReluBackward0', 'a', ('grad * (1.0 - ge(0.0, out))',)),
-    E('abs', 'AbsBackward0', 'a', ('grad * sign(a)',)),
-    E('rsqrt', 'RsqrtBackward0', 'a', ('-0.5 * grad * out * out * out',)),
-    E('exp2', 'Exp2Backward0', 'a', ('grad * out * 0.6931471805599453',)),
-    E('expm1', 'Expm1Backward0', 'a', ('grad * (out + 1.0)',)),
-    E('log2', 'Log2Backward0', 'a', ('grad / (a * 0.6931471805599453)',)),
-    E('log10', 'Log10Backward0', 'a', ('grad / (a * 2.302585092994046)',)),
-    E('log1p', 'Log1PBackward0', 'a', ('grad / (a + 1.0)',)),
-    E('tan', 'TanBackward0', 'a', ('grad * (1.0 + out * out)',)),
-    E('asin', 'AsinBackward0', 'a', ('grad / sqrt(1.0 - a * a)',)),
-    E('acos', 'AcosBackward0', 'a', ('-grad / sqrt(1.0 - a * a)',)),
-    E('atan', 'AtanBackward0', 'a', ('grad / (1.0 + a * a)',)),
-    E('sinh', 'SinhBackward0', 'a', ('grad * cosh(a)',)),
-    E('cosh', 'CoshBackward0', 'a', ('grad * sinh(a)',)),
-    E('erf', 'ErfBackward0', 'a', ('grad * 1.1283791670955126 * exp(-a * a)',)),
-    E('reciprocal', 'ReciprocalBackward0', 'a', ('-grad * out * out',)),
-    E('silu', 'SiluBackward0', 'a', ('grad * sigmoid(a) * (1.0 + a * (1.0 - sigmoid(a)))',)),
+    E('relu', 'ReluBackward0', 'a', ('grad * (1.0 - ge(0.0, out))',), fwd='maximum(a, 0.0)'),
+    E('abs', 'AbsBackward0', 'a', ('grad * sign(a)',), fwd='abs(a)'),
+    E('rsqrt', 'RsqrtBackward0', 'a', ('-0.5 * grad * out * out * out',), fwd='1.0 / sqrt(a)'),
+    E('exp2', 'Exp2Backward0', 'a', ('grad * out * 0.6931471805599453',), fwd='exp2(a)'),
+    E('expm1', 'Expm1Backward0', 'a', ('grad * (out + 1.0)',), fwd='expm1(a)'),
+    E('log2', 'Log2Backward0', 'a', ('grad / (a * 0.6931471805599453)',), fwd='log2(a)'),
+    E('log10', 'Log10Backward0', 'a', ('grad / (a * 2.302585092994046)',), fwd='log10(a)'),
+    E('log1p', 'Log1PBackward0', 'a', ('grad / (a + 1.0)',), fwd='log1p(a)'),
+    E('tan', 'TanBackward0', 'a', ('grad * (1.0 + out * out)',), fwd='tan(a)'),
+    E('asin', 'AsinBackward0', 'a', ('grad / sqrt(1.0 - a * a)',), fwd='asin(a)'),
+    E('acos', 'AcosBackward0', 'a', ('-grad / sqrt(1.0 - a * a)',), fwd='acos(a)'),
+    E('atan', 'AtanBackward0', 'a', ('grad / (1.0 + a * a)',), fwd='atan(a)'),
+    E('sinh', 'SinhBackward0', 'a', ('grad * cosh(a)',), fwd='sinh(a)'),
+    E('cosh', 'CoshBackward0', 'a', ('grad * sinh(a)',), fwd='cosh(a)'),
+    E('erf', 'ErfBackward0', 'a', ('grad * 1.1283791670955126 * exp(-a * a)',), fwd='erf(a)'),
+    E('reciprocal', 'ReciprocalBackward0', 'a', ('-grad * out * out',), fwd='1.0 / a'),
+    E('silu', 'SiluBackward0', 'a', ('grad * sigmoid(a) * (1.0 + a * (1.0 - sigmoid(a)))',),
+      fwd='a * sigmoid(a)'),
     # PyTorch's d/dx of the exact gelu: Phi(x) + x * phi(x)
     E('gelu', 'GeluBackward0', 'a', (
         'grad * (0.5 * (1.0 + erf(a * 0.7071067811865476))'
-        ' + a * 0.3989422804014327 * exp(-0.5 * a * a))',)),
+        ' + a * 0.3989422804014327 * exp(-0.5 * a * a))',),
+      fwd='0.5 * a * (1.0 + erf(a * 0.7071067811865475))'),     # eager's 1 / math.sqrt(2.0)
     # gelu(approximate='tanh'): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
     E('gelu_tanh', 'GeluBackward0', 'a', (
         'grad * (0.5 * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))'
         ' + 0.5 * a * (1.0 - tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))'
         ' * tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))'
-        ' * 0.7978845608028654 * (1.0 + 0.134145 * a * a))',)),
+        ' * 0.7978845608028654 * (1.0 + 0.134145 * a * a))',),
+      fwd='0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))'),
     # c is the negative slope; x == 0 takes the negative side, as in PyTorch
-    E('leaky_relu', 'LeakyReluBackward0', 'a', ('grad * where_pos(a, 1.0, c)',), consts='c'),
+    E('leaky_relu', 'LeakyReluBackward0', 'a', ('grad * where_pos(a, 1.0, c)',), consts='c',
+      fwd='where_pos(a, a, a * c)'),
     # c is alpha; below 0, d/dx alpha*(exp(x)-1) = out + alpha (no exp of a large x)
-    E('elu', 'EluBackward0', 'a', ('grad * where_pos(a, 1.0, out + c)',), consts='c'),
-    # c is beta.  Above the threshold softplus returns x itself, so out == a there;
-    # below it out == a only where sigmoid(beta x) already rounds to 1.  This keeps
-    # the threshold out of the record (a record has room for one float constant).
-    E('softplus', 'SoftplusBackward0', 'a', ('grad * where_pos(eq(out, a), 1.0, sigmoid(a * c))',),
-      consts='c'),
-    E('sign', 'SignBackward0', 'a', ('zero(grad)',)),
-    E('floor', 'FloorBackward0', 'a', ('zero(grad)',)),
-    E('ceil', 'CeilBackward0', 'a', ('zero(grad)',)),
-    E('round', 'RoundBackward0', 'a', ('zero(grad)',)),
-    E('round_decimals', 'RoundBackward1', 'a', ('zero(grad)',)),
-    E('trunc', 'TruncBackward0', 'a', ('zero(grad)',)),
-    # clamp(x, lo, hi): gradient where lo <= x <= hi, i.e. where the result is x
-    # itself (NaN gives 0, as in PyTorch); c is 0.0 when lo > hi (no x survives)
-    E('clamp', 'ClampBackward1', 'a', ('grad * c * eq(out, a)',), consts='c'),
+    E('elu', 'EluBackward0', 'a', ('grad * where_pos(a, 1.0, out + c)',), consts='c',
+      fwd='where_pos(a, a, c * expm1(minimum(a, 0.0)))'),
+    # c is beta, d the threshold (the forward's; softplus returns x itself where
+    # beta x > threshold).  Above the threshold out == a; below it out == a only
+    # where sigmoid(beta x) already rounds to 1, so the backward needs no d.
+    E('softplus', 'SoftplusBackward0', 'a',
+      ('grad * where_pos(eq(out, a), 1.0, sigmoid(a * c))',), consts='cd',
+      fwd='where_pos(gt(a * c, d), a, logaddexp0(a * c) / c)'),
+    # sign(-0.0) is 0.0 in NumPy; the helper keeps the zero's sign, hence + 0.0
+    E('sign', 'SignBackward0', 'a', ('zero(grad)',), fwd='sign(a) + 0.0'),
+    E('floor', 'FloorBackward0', 'a', ('zero(grad)',), fwd='floor(a)'),
+    E('ceil', 'CeilBackward0', 'a', ('zero(grad)',), fwd='ceil(a)'),
+    E('round', 'RoundBackward0', 'a', ('zero(grad)',), fwd='rint(a)'),
+    # c is the number of decimals
+    E('round_decimals', 'RoundBackward1', 'a', ('zero(grad)',), consts='c',
+      fwd='round_decimals(a, c)'),
+    E('trunc', 'TruncBackward0', 'a', ('zero(grad)',), fwd='trunc(a)'),
+    # clamp(x, lo, hi) with c = lo and d = hi (-inf / inf when not given): the
+    # gradient passes where lo <= x <= hi, i.e. where the result is x itself (NaN
+    # gives 0, as in PyTorch), and nowhere when lo > hi
+    E('clamp', 'ClampBackward1', 'a', ('grad * ge(d, c) * eq(out, a)',), consts='cd',
+      fwd='minimum(maximum(a, c), d)'),
     # out = a ** c for a >= 0 (a sum of |x|^p); 0 gradient at a == 0, as PyTorch's
     # norm backward masks the zero vector
-    E('norm_root', 'LinalgVectorNormBackward0', 'a', ('grad * c * out * inv0(a)',), consts='c'),
-    E('std_root', 'StdBackward0', 'a', ('grad * 0.5 * inv0(out)',)),   # sqrt of a variance
-    E('var_scale', 'VarBackward0', 'a', ('grad * c',), consts='c'),    # c = 1 / (N - correction)
+    E('norm_root', 'LinalgVectorNormBackward0', 'a', ('grad * c * out * inv0(a)',), consts='c',
+      fwd='where_pos(eq(c, 0.5), sqrt(a), pow(a, c))'),
+    E('std_root', 'StdBackward0', 'a', ('grad * 0.5 * inv0(out)',), fwd='sqrt(a)'),  # of a var
+    # c = 1 / (N - correction) for the backward, d = N - correction: eager divides by d
+    E('var_scale', 'VarBackward0', 'a', ('grad * c',), consts='cd', fwd='a / d'),
     # --- structural: kernels written by hand, once per kind ---
     S('sum', 'SumBackward0', 'sum_all'),           # grad_in[i] += c * grad_out[0]
     S('mean', 'MeanBackward0', 'sum_all'),

@@ -49,6 +49,7 @@ from ._rules import KIND_FIELDS, RULES
 REC = 8
 PACK = struct.Struct('8q').pack
 PACK_C = struct.Struct('7qd').pack       # field 7 holds a float constant
+PACK_CD = struct.Struct('6q2d').pack     # ... and field 6 a second one (elementwise only)
 _UNPACK = struct.Struct('8q').unpack_from
 _serial = itertools.count(1)
 
@@ -58,9 +59,19 @@ F64 = np.float64
 class _GradMode(threading.local):
     enabled = True
     open_tape = None        # weakref to the tape new graphs join (see open_tape())
+    value_uses = None       # a list while tape.jit traces (see note_value_use)
 
 
 grad_mode = _GradMode()
+
+
+def note_value_use(what):
+    """Called by ops whose result depends on tensor values in a way no record
+    replays (comparisons, arg-reductions, max/min and their ties): a function
+    that tape.jit traces then runs eagerly instead of replaying stale values."""
+    uses = grad_mode.value_uses
+    if uses is not None:
+        uses.append(what)
 
 # How many threads have recording off right now.  While none has, the hot
 # paths skip the thread-local lookup, which costs about a tenth of a recorded
@@ -254,9 +265,9 @@ class Tape:
                     (2 if rule.kind in ('mm', 'bmm', 'where') else 1)
                 ins = ', '.join('const' if s < 0 else f'slot {_slot_name(s)}'
                                 for s in (a, b)[:arity])
-                if rule.consts:
-                    c = struct.unpack('d', struct.pack('q', raw[7]))[0]
-                    ins += f', c={c:g}'
+                for name, field in zip(rule.consts, (7, 6)):
+                    c = struct.unpack('d', struct.pack('q', raw[field]))[0]
+                    ins += f', {name}={c:g}'
             saves = ('  saves ' + '+'.join(rule.saves)) if rule.saves else ''
             big = '  (large: swept in NumPy)' if raw[0] & BIG_FLAG else ''
             dead = '  [freed]' if self.is_dead(k) else ''

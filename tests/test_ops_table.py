@@ -429,6 +429,10 @@ def test_every_rule_has_kernel_vjp_and_test_row():
     assert codegen.main(['--check']) == 0, 'the generated sweep is stale'
     from compiler import chunkgen
     assert chunkgen.main(['--check']) == 0, 'the generated chunk kernels are stale'
+    from compiler import replaygen
+    assert replaygen.main(['--check']) == 0, 'the generated forward replay is stale'
+    import compiler._replay_generated as fwd_gen
+    fwd_src = inspect.getsource(fwd_gen)
     src = inspect.getsource(gen)
     vjp_src = inspect.getsource(_differentiable._record_vjp)
     for r in RULES:
@@ -436,7 +440,10 @@ def test_every_rule_has_kernel_vjp_and_test_row():
             continue
         assert f'op == {r.op}:  # {r.name}\n' in src or r.op in gen.COLD, \
             f'{r.name}: no branch in the sweep and no cold kernel'
+        assert f'op == {r.op}:  # {r.name}\n' in fwd_src or r.op in fwd_gen.COLD_FWD, \
+            f'{r.name}: no forward replay kernel'
         if r.kind == 'elementwise':
+            assert r.fwd, f'{r.name}: no forward formula (fwd=...) in tape/_rules.py'
             assert set(_funcs_in(r)) <= set(_differentiable.FORMULA_NAMESPACE), r.name
             for fname in _funcs_in(r):
                 numba_name = codegen._FUNCS[fname]
