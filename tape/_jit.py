@@ -38,6 +38,7 @@ so float32 results may differ from eager ones in the last bit.
 """
 import functools
 import sys
+import threading
 
 import numpy as np
 
@@ -157,8 +158,9 @@ class _Plan:
         tape.packed = (self.n, self.Rb, V, self.A)
         for where, slot in self.deliver:
             t = args[where] if type(where) is int else where
-            tape.leaves.append((t, slot))
-            tape.leafmap[id(t)] = slot
+            if t._rg:               # (a closed-over parameter may have stopped requiring it)
+                tape.leaves.append((t, slot))
+                tape.leafmap[id(t)] = slot
         for where, k in self.boxes:
             t = args[where] if type(where) is int else where
             box = t._vbox
@@ -203,6 +205,28 @@ def _replay(R, F, V, Vt, A, n):
         k += 1
 
 
+_watch = {'depth': 0, 'saved': None}
+_watch_lock = threading.Lock()
+
+
+def _watch_reads(step):
+    """While any thread traces, Tensor's value-reading methods note their use
+    (to that thread's trace only: note_value_use is per thread).  Counted, so
+    that traces in several threads, or nested, install and restore once."""
+    with _watch_lock:
+        depth = _watch['depth']
+        if step > 0 and depth == 0:
+            saved = {name: Tensor.__dict__[name] for name in _READS if name in Tensor.__dict__}
+            _watch['saved'] = saved
+            for name, real in saved.items():
+                setattr(Tensor, name, _reader(name, real))
+        elif step < 0 and depth == 1:
+            for name, real in _watch['saved'].items():
+                setattr(Tensor, name, real)
+            _watch['saved'] = None
+        _watch['depth'] = depth + step
+
+
 def _reader(name, real):
     """``real`` (a Tensor method or property) noting its use while this thread traces."""
     if isinstance(real, property):
@@ -240,7 +264,6 @@ def _trace(fn, args, kwargs):
             return _Fallback('a tensor passed by keyword')
     versions = [a._vbox[0] if type(a) is Tensor and a._vbox is not None else 0 for a in args]
     reads = []
-    saved_reads = {name: Tensor.__dict__[name] for name in _READS if name in Tensor.__dict__}
 
     rng_state = _rng[0].bit_generator.state
     open_before = grad_mode.open_tape
@@ -248,15 +271,13 @@ def _trace(fn, args, kwargs):
     grad_mode.open_tape = None      # the call's graph starts a tape of its own
     outer_uses = grad_mode.value_uses
     grad_mode.value_uses = reads    # ops that bake values in say so (note_value_use)
-    for name in saved_reads:
-        setattr(Tensor, name, _reader(name, saved_reads[name]))
+    _watch_reads(+1)
     try:
         result = fn(*targs, **tkwargs)
     except Exception as e:  # noqa: BLE001  (the eager call that follows raises it for real)
         return _Fallback(f'the trace raised {type(e).__name__}: {e}')
     finally:
-        for name, real in saved_reads.items():
-            setattr(Tensor, name, real)
+        _watch_reads(-1)
         grad_mode.open_tape = open_before
         grad_mode.value_uses = outer_uses
     if reads:

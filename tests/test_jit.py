@@ -242,3 +242,37 @@ def test_an_output_of_arguments_without_grad_does_not_require_grad():
     assert v.item() == 14.0
     u.backward()
     np.testing.assert_allclose(a.grad.numpy(), [3.0, 4.0])
+
+
+def test_nested_jit_and_methods_restored_after_traces():
+    real_item = tape.Tensor.__dict__['item']
+    inner = tape.jit(lambda a: (a * a).sum())
+    outer = tape.jit(lambda a, b: inner(a) * b.sum())
+    a, b = _t([1.0, 2.0], True), _t([3.0], True)
+    outer(a, b)
+    y = outer(a, b)
+    y.backward()
+    np.testing.assert_allclose(a.grad.numpy(), [6.0, 12.0])
+    np.testing.assert_allclose(b.grad.numpy(), [5.0])
+    assert outer.stats()['replays'] == 1
+    assert tape.Tensor.__dict__['item'] is real_item
+
+
+def test_traces_in_two_threads():
+    import threading
+    f = tape.jit(lambda a, x: (a * x).sum())
+    g = tape.jit(lambda a: a.sum() * a.sum().item())
+    results = {}
+
+    def work(key, fn, *args):
+        for _ in range(20):
+            results[key] = fn(*args)
+    a = _t([1.0, 2.0], True)
+    ts = [threading.Thread(target=work, args=('f', f, a, _t([1.0, 1.0]))),
+          threading.Thread(target=work, args=('g', g, a))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert results['f'].item() == 3.0 and results['g'].item() == 9.0
+    assert f.stats()['replays'] == 19 and g.stats()['eager'] == 20
