@@ -318,7 +318,7 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
         rule = RULES[op]
         meta = tape.big[int(R[j, 5])]
         shape = meta.out_shape
-        saved = {name: np.ravel(np.broadcast_to(arr, shape)) for name, arr in meta.saved.items()}
+        saved = {name: _flat_as(arr, shape) for name, arr in meta.saved.items()}
         consts = [float(RF[j, f]) for f in (7, 6)]
         targets = []
         for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
@@ -381,6 +381,13 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
     for s, arr in full.items():
         grads.big[s] = arr
     return lowest
+
+
+def _flat_as(arr, shape):
+    """``arr`` broadcast to ``shape``, flat (np.broadcast_to costs ~5 us: only when needed)."""
+    if np.shape(arr) != tuple(shape):
+        arr = np.broadcast_to(arr, shape)
+    return np.ravel(arr)
 
 
 def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
@@ -448,7 +455,7 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
             k = saved_ids.get(id(arr))
             if k is None:
                 k = saved_ids[id(arr)] = len(run.saved)
-                run.saved.append(np.ravel(np.broadcast_to(arr, meta.out_shape)))
+                run.saved.append(_flat_as(arr, meta.out_shape))
             saved[name] = k
         vals = {'c': float(RF[j, 7]), 'd': float(RF[j, 6])}
         consts += [vals[c] for c in rule.consts]
