@@ -42,7 +42,7 @@ def aligned_empty(shape, dtype):
     for s in shape:
         count *= s
     nbytes = count * dtype.itemsize
-    if nbytes < ALIGN_MIN:
+    if nbytes < ALIGN_MIN or dtype.kind not in 'biufc':
         return np.empty(shape, dtype)
     raw = np.empty(nbytes + ALIGN, np.uint8)
     off = -raw.ctypes.data % ALIGN
