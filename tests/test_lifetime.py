@@ -259,3 +259,26 @@ def test_dead_graph_buffers_not_kept_by_unrelated_live_graph(no_gc):
     del h, a
     assert saved() is None, 'graph A is dead but its 8 MB of saved values are alive'
     b.backward()
+
+
+def test_jit_training_loop_runs_in_flat_memory():
+    tape.manual_seed(0)
+    w = tape.rand(1, 1, requires_grad=True)
+    b = tape.zeros(1, 1, requires_grad=True)
+
+    @tape.jit
+    def loss_of(w, b, x, y):
+        return (0.5 * (x.mm(w) + b.expand_as(y) - y) ** 2).sum()
+
+    def step(i):
+        x = tape.rand(8, 1) * 20
+        y = x * 2 + (1 + tape.randn(8, 1)) * 3
+        loss_of(w, b, x, y).backward()
+        w.data.sub_(0.001 * w.grad.data)
+        b.data.sub_(0.001 * b.grad.data)
+        w.grad.data.zero_()
+        b.grad.data.zero_()
+
+    growth = _flat_loop(step)
+    assert growth < FLAT_BOUND, f'heap grew by {growth} bytes over 9000 steps'
+    assert loss_of.stats()['replays'] >= 10000
