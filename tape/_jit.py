@@ -42,7 +42,6 @@ import threading
 
 import numpy as np
 
-from ._grad_mode import is_grad_enabled
 from ._sweep import pack
 from ._tape import Tape, grad_mode, note_value_use, resolve
 from ._tensor import Tensor, _TNEW
@@ -69,6 +68,7 @@ def jit(fn=None):
 
 class _Fallback:
     __slots__ = ('reason',)
+    consts = ()
 
     def __init__(self, reason):
         self.reason = reason
@@ -90,11 +90,11 @@ class _Jit:
 
     def __call__(self, args, kwargs):
         sig = _signature(args, kwargs)
-        if sig is None or not is_grad_enabled():
+        if sig is None or not grad_mode.enabled:
             self.counts['eager'] += 1
             return self.fn(*args, **kwargs)
         plan = self.plans.get(sig)
-        if plan is not None and not isinstance(plan, _Fallback) and not plan.valid():
+        if plan is not None and plan.consts and not plan.valid():
             plan = None                     # a baked-in constant changed: trace again
         traced = plan is None
         if traced:
@@ -111,17 +111,19 @@ class _Jit:
 def _signature(args, kwargs):
     """A hashable key for a call, or None when the call cannot be traced."""
     key = []
-    for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
+    for a in (args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]):
         if type(a) is Tensor:
             d = a._data
             if a._tape is not None or type(d) is not np.ndarray or d.dtype.kind != 'f':
                 return None                 # a non-leaf (part of a graph) or not float
-            key.append((d.shape, d.dtype.str, a._rg))
+            key.append((d.shape, d.dtype, a._rg))
         elif a is None or type(a) in (int, float, bool, str):
             key.append((type(a), a))
         else:
             return None
-    return tuple(key) + tuple(sorted(kwargs))
+    if kwargs:
+        key.append(tuple(sorted(kwargs)))
+    return tuple(key)
 
 
 class _Plan:
