@@ -103,8 +103,12 @@ def sweep(R, G, V, A, reach, start, stop):
 
 
 class _Subst(ast.NodeTransformer):
-    def __init__(self, slots):
+    """A formula's names replaced per ``slots`` and its functions per ``funcs``
+    (the Numba spelling of each formula function)."""
+
+    def __init__(self, slots, funcs=None):
         self.slots = slots
+        self.funcs = _FUNCS if funcs is None else funcs
 
     def visit_Name(self, node):
         if node.id in self.slots:
@@ -116,7 +120,7 @@ class _Subst(ast.NodeTransformer):
         fname = node.func.id
         if fname == 'pow':
             return ast.BinOp(node.args[0], ast.Pow(), node.args[1])
-        node.func = ast.parse(_FUNCS[fname], mode='eval').body
+        node.func = ast.parse(self.funcs[fname], mode='eval').body
         return node
 
 

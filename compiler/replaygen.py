@@ -355,18 +355,6 @@ _STRUCTURAL = {
 REPLAY_KINDS = frozenset(_STRUCTURAL) | {'elementwise'}
 
 
-class _FwdSubst(_Subst):
-    """codegen's substitution, with the forward formulas' function table."""
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        fname = node.func.id
-        if fname == 'pow':
-            return ast.BinOp(node.args[0], ast.Pow(), node.args[1])
-        node.func = ast.parse(_FWD_FUNCS[fname], mode='eval').body
-        return node
-
-
 def _elementwise(rule):
     """Body of the forward kernel of an elementwise rule."""
     lines = []
@@ -391,7 +379,7 @@ def _elementwise(rule):
             lines = [f'if {slot} < 0:',
                      '    return k           # a constant input the record does not save'] + lines
             loads.append(f'{name} = F[{slot} + i]')
-    expr = ast.unparse(_FwdSubst({}).visit(ast.parse(rule.fwd, mode='eval')))
+    expr = ast.unparse(_Subst({}, _FWD_FUNCS).visit(ast.parse(rule.fwd, mode='eval')))
     lines.append('for i in range(n):')
     lines += ['    ' + load for load in loads]
     if 'out' in rule.saves:

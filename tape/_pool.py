@@ -33,15 +33,21 @@ ALIGN = 64
 ALIGN_MIN = 4096
 
 
-def aligned_empty(shape, dtype):
-    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
-    dtype = np.dtype(dtype)
+def _request(shape, dtype):
+    """(shape as a tuple of ints, dtype, bytes) of an array request."""
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
     if type(shape) is not tuple:
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     count = 1
     for s in shape:
         count *= s
-    nbytes = count * dtype.itemsize
+    return shape, dtype, count * dtype.itemsize
+
+
+def aligned_empty(shape, dtype):
+    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
+    shape, dtype, nbytes = _request(shape, dtype)
     if nbytes < ALIGN_MIN or dtype.kind not in 'biufc':
         return np.empty(shape, dtype)
     raw = np.empty(nbytes + ALIGN, np.uint8)
@@ -72,14 +78,7 @@ class BufferPool:
 
     def empty(self, shape, dtype):
         """An uninitialised array, from the cache when one of its size is free."""
-        if not isinstance(dtype, np.dtype):
-            dtype = np.dtype(dtype)
-        if type(shape) is not tuple:
-            shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
-        count = 1
-        for s in shape:
-            count *= s
-        nbytes = count * dtype.itemsize
+        shape, dtype, nbytes = _request(shape, dtype)
         if nbytes < MIN_BYTES:
             return aligned_empty(shape, dtype)
         with self.lock:
