@@ -3,7 +3,8 @@
 Eager recording costs about half a microsecond of Python per op, which bounds
 a define-by-run library on small tensors.  A function decorated with
 ``tape.jit`` runs eagerly once per *signature* (its tensor arguments' shapes,
-dtypes and ``requires_grad``, and the values of its other arguments), on
+dtypes and ``requires_grad``; the values of its Python numbers, strings and
+None; the identity of other objects, such as a module's ``self``), on
 stand-in leaves, and keeps the tape that call recorded.  Later calls with the
 same signature skip Python per op: the generated forward kernel
 (``compiler/_replay_generated.py``, made from the rule table's ``fwd``
@@ -39,6 +40,7 @@ so float32 results may differ from eager ones in the last bit.
 import functools
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -67,8 +69,11 @@ def jit(fn=None):
 
 
 class _Fallback:
-    __slots__ = ('reason',)
+    __slots__ = ('reason', 'objects')
     consts = ()
+
+    def valid(self, args):
+        return all(ref() is args[i] for i, ref in self.objects)
 
     def __init__(self, reason):
         self.reason = reason
@@ -94,12 +99,14 @@ class _Jit:
             self.counts['eager'] += 1
             return self.fn(*args, **kwargs)
         plan = self.plans.get(sig)
-        if plan is not None and plan.consts and not plan.valid():
+        if plan is not None and (plan.consts or plan.objects) and not plan.valid(args):
             plan = None                     # a baked-in constant changed: trace again
         traced = plan is None
         if traced:
             self.counts['traces'] += 1
             plan = self.plans[sig] = _trace(self.fn, args, kwargs)
+            plan.objects = tuple((i, weakref.ref(a)) for i, a in enumerate(args)
+                                 if type(a) is not Tensor and not _is_static(a))
         if isinstance(plan, _Fallback):
             self.counts['eager'] += 1
             return self.fn(*args, **kwargs)
@@ -108,19 +115,31 @@ class _Jit:
         return plan.run(args)
 
 
+def _is_static(a):
+    return a is None or type(a) in (int, float, bool, str)
+
+
 def _signature(args, kwargs):
     """A hashable key for a call, or None when the call cannot be traced."""
     key = []
-    for a in (args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]):
+    for i, a in enumerate(args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]):
         if type(a) is Tensor:
             d = a._data
             if a._tape is not None or type(d) is not np.ndarray or d.dtype.kind != 'f':
                 return None                 # a non-leaf (part of a graph) or not float
             key.append((d.shape, d.dtype, a._rg))
-        elif a is None or type(a) in (int, float, bool, str):
+        elif _is_static(a):
             key.append((type(a), a))
         else:
-            return None
+            # another object (a module's ``self``, say): by identity, checked
+            # through a weak reference (see _Jit.__call__), never kept alive
+            if i >= len(args):
+                return None                 # (objects by keyword: not tracked)
+            try:
+                weakref.ref(a)
+            except TypeError:
+                return None                 # a list, dict, ...: no trace
+            key.append(('object', id(a)))
     if kwargs:
         key.append(tuple(sorted(kwargs)))
     return tuple(key)
@@ -134,10 +153,13 @@ class _Plan:
     without ``requires_grad`` and what only they feed) read as constants (-1),
     as eager records them, so the sweep spends nothing on them."""
     __slots__ = ('R', 'Rb', 'Rbytes', 'Vt', 'A', 'n', 'gpos', 'fills', 'deliver', 'outputs',
-                 'structure', 'boxes', 'consts', 'unreached')
+                 'structure', 'boxes', 'consts', 'unreached', 'objects')
 
-    def valid(self):
-        return all(box[0] == version for box, version in self.consts)
+    def valid(self, args):
+        """Still the same objects among the arguments, and the same versions
+        of the constants the trace baked in."""
+        return all(ref() is args[i] for i, ref in self.objects) and \
+            all(box[0] == version for box, version in self.consts)
 
     def run(self, args):
         F = np.zeros(self.gpos)

@@ -276,3 +276,44 @@ def test_traces_in_two_threads():
         t.join()
     assert results['f'].item() == 3.0 and results['g'].item() == 9.0
     assert f.stats()['replays'] == 19 and g.stats()['eager'] == 20
+
+
+class _Linear:
+    def __init__(self, n_in, n_out):
+        self.w = tape.tensor(rng.standard_normal((n_in, n_out)), requires_grad=True)
+        self.b = tape.tensor(np.zeros(n_out), requires_grad=True)
+
+    @tape.jit
+    def forward(self, x):
+        return tape.tanh(x.mm(self.w) + self.b)
+
+
+def test_a_method_of_a_model_replays_per_instance():
+    m1, m2 = _Linear(3, 2), _Linear(3, 2)
+    x = _t(rng.standard_normal((4, 3)))
+    for m in (m1, m2, m1, m2, m1):
+        y = m.forward(x).sum()
+        y.backward()
+        want = tape.tanh(x.mm(m.w.detach()) + m.b.detach()).sum().item()
+        assert y.item() == pytest.approx(want, rel=1e-13)
+    g1 = m1.w.grad.numpy().copy()
+    m1.w.grad = None
+    tape.tanh(x.mm(m1.w) + m1.b).sum().backward()
+    np.testing.assert_allclose(g1, 3 * m1.w.grad.numpy(), rtol=1e-12)
+    assert _Linear.forward.stats() == {'traces': 2, 'replays': 3, 'eager': 0}
+
+
+def test_a_dead_object_is_not_taken_for_a_new_one():
+    import gc
+    f = tape.jit(lambda m, x: (x * m.w).sum())
+
+    class M:
+        def __init__(self, v):
+            self.w = _t([v, v], True)
+    x = _t([1.0, 2.0])
+    for v in (1.0, 2.0, 3.0):
+        m = M(v)
+        assert f(m, x).item() == pytest.approx(3 * v)
+        assert f(m, x).item() == pytest.approx(3 * v)
+        del m
+        gc.collect()
