@@ -13,7 +13,7 @@ from numba import njit
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
 from compiler.kernels import ceil, cosh, eq, erf, exp2, floor, fmod, gt, logaddexp0, maximum, minimum, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, where_pos  # noqa: F401
 
-PYTHON_OP = 104
+PYTHON_OP = 105
 BIG_FLAG = 1048576     # records over large tensors are not replayed (tape/_big.py)
 
 
@@ -158,97 +158,97 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 64:  # mean_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 65:  # expand
+        elif op == 66:  # expand
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 66:  # broadcast
+        elif op == 67:  # broadcast
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 67:  # view
+        elif op == 68:  # view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 68:  # reshape
+        elif op == 69:  # reshape
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 69:  # index
+        elif op == 70:  # index
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 70:  # slice
+        elif op == 71:  # slice
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 71:  # select
+        elif op == 72:  # select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 72:  # t
+        elif op == 73:  # t
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 73:  # transpose
+        elif op == 74:  # transpose
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 74:  # permute
+        elif op == 75:  # permute
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 76:  # mm
+        elif op == 77:  # mm
             if _f_mm(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 82:  # gather
+        elif op == 83:  # gather
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 83:  # index_select
+        elif op == 84:  # index_select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 84:  # flip
+        elif op == 85:  # flip
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 85:  # repeat
+        elif op == 86:  # repeat
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 86:  # split
+        elif op == 87:  # split
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 87:  # max_dim
+        elif op == 88:  # max_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 88:  # min_dim
+        elif op == 89:  # min_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 89:  # prod
+        elif op == 90:  # prod
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 90:  # prod_dim
+        elif op == 91:  # prod_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 91:  # squeeze
+        elif op == 92:  # squeeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 92:  # unsqueeze
+        elif op == 93:  # unsqueeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 95:  # dot
+        elif op == 96:  # dot
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 96:  # mv
+        elif op == 97:  # mv
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 97:  # squeeze_matmul
+        elif op == 98:  # squeeze_matmul
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 98:  # t_vector
+        elif op == 99:  # t_vector
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 99:  # alias
+        elif op == 100:  # alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 100:  # unsqueeze_take
+        elif op == 101:  # unsqueeze_take
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 101:  # reshape_alias
+        elif op == 102:  # reshape_alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 102:  # unsafe_view
+        elif op == 103:  # unsafe_view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 103:  # contiguous
+        elif op == 104:  # contiguous
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         else:
@@ -361,6 +361,37 @@ def _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
         return k
     for i in range(n):
         F[out + i] = F[in0 + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _f_lse(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """kind 'lse': logsumexp."""
+    if in0 < 0:
+        return k
+    for j in range(n):
+        F[out + j] = -np.inf
+    for i in range(x):
+        j = _broadcast_index(i, A, ax)
+        xi = F[in0 + i]
+        cur = F[out + j]
+        if cur == cur and (xi > cur or xi != xi):
+            F[out + j] = xi
+    shift = np.empty(n)
+    for j in range(n):
+        mj = F[out + j]
+        shift[j] = 0.0 if (mj == np.inf or mj == -np.inf) else mj
+        F[out + j] = 0.0
+    for i in range(x):
+        j = _broadcast_index(i, A, ax)
+        F[out + j] += math.exp(F[in0 + i] - shift[j])
+    for j in range(n):
+        s = F[out + j]
+        F[out + j] = (math.log(s) if s > 0.0 else (-np.inf if s == 0.0 else np.nan)) + shift[j]
+    for i in range(x):
+        V[v + i] = F[in0 + i]
+    for j in range(n):
+        V[v + x + j] = F[out + j]
     return -1
 
 
@@ -1437,12 +1468,13 @@ COLD_FWD = {
     58: _fwd_norm_root,
     59: _fwd_std_root,
     60: _fwd_var_scale,
-    75: _f_put,
-    77: _f_where,
+    65: _f_lse,
+    76: _f_put,
     78: _f_where,
-    79: _f_cumsum,
-    80: _f_cumprod,
-    81: _f_bmm,
-    93: _f_where,
+    79: _f_where,
+    80: _f_cumsum,
+    81: _f_cumprod,
+    82: _f_bmm,
     94: _f_where,
+    95: _f_where,
 }

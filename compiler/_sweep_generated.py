@@ -11,7 +11,7 @@ from numba import njit
 
 from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
-PYTHON_OP = 104
+PYTHON_OP = 105
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
@@ -125,68 +125,68 @@ def sweep(R, G, V, A, reach, start, stop):
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 64:  # mean_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 65:  # expand
+        elif op == 66:  # expand
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 66:  # broadcast
+        elif op == 67:  # broadcast
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 67:  # view
+        elif op == 68:  # view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 68:  # reshape
+        elif op == 69:  # reshape
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 69:  # index
+        elif op == 70:  # index
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 70:  # slice
+        elif op == 71:  # slice
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 71:  # select
+        elif op == 72:  # select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 72:  # t
+        elif op == 73:  # t
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 73:  # transpose
+        elif op == 74:  # transpose
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 74:  # permute
+        elif op == 75:  # permute
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 76:  # mm
+        elif op == 77:  # mm
             if _k_mm(RF, G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
                 return k
-        elif op == 82:  # gather
+        elif op == 83:  # gather
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 83:  # index_select
+        elif op == 84:  # index_select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 84:  # flip
+        elif op == 85:  # flip
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 85:  # repeat
+        elif op == 86:  # repeat
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 86:  # split
+        elif op == 87:  # split
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 87:  # max_dim
+        elif op == 88:  # max_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 88:  # min_dim
+        elif op == 89:  # min_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 89:  # prod
+        elif op == 90:  # prod
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 90:  # prod_dim
+        elif op == 91:  # prod_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 91:  # squeeze
+        elif op == 92:  # squeeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 92:  # unsqueeze
+        elif op == 93:  # unsqueeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 95:  # dot
+        elif op == 96:  # dot
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 96:  # mv
+        elif op == 97:  # mv
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 97:  # squeeze_matmul
+        elif op == 98:  # squeeze_matmul
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 98:  # t_vector
+        elif op == 99:  # t_vector
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 99:  # alias
+        elif op == 100:  # alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 100:  # unsqueeze_take
+        elif op == 101:  # unsqueeze_take
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 101:  # reshape_alias
+        elif op == 102:  # reshape_alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 102:  # unsafe_view
+        elif op == 103:  # unsafe_view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 103:  # contiguous
+        elif op == 104:  # contiguous
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # a cold rule: Python calls COLD[op]
@@ -288,6 +288,15 @@ def _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """kind 'identity': view, reshape, squeeze, unsqueeze, mv, squeeze_matmul, t_vector, alias, reshape_alias, unsafe_view, contiguous."""
     for i in range(n):
         G[g0 + i] += G[go + i]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_lse(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'lse': logsumexp."""
+    for i in range(x):
+        j = _broadcast_index(i, A, ax)
+        G[g0 + i] += G[go + j] * math.exp(V[v + i] - V[v + x + j])
     return -1
 
 
@@ -1005,12 +1014,13 @@ COLD = {
     58: _op_norm_root,
     59: _op_std_root,
     60: _op_var_scale,
-    75: _k_put,
-    77: _k_where,
+    65: _k_lse,
+    76: _k_put,
     78: _k_where,
-    79: _k_cumsum,
-    80: _k_cumprod,
-    81: _k_bmm,
-    93: _k_where,
+    79: _k_where,
+    80: _k_cumsum,
+    81: _k_cumprod,
+    82: _k_bmm,
     94: _k_where,
+    95: _k_where,
 }

@@ -153,6 +153,13 @@ _STRUCTURAL = {
         'for i in range(v):',
         '    G[g0 + i] += c * G[go + _broadcast_index(i, A, ax)]',
     ],
+    # logsumexp over the dims that A's map folds: V holds the input (x values)
+    # then the output (n values)
+    'lse': [
+        'for i in range(x):',
+        '    j = _broadcast_index(i, A, ax)',
+        '    G[g0 + i] += G[go + j] * math.exp(V[v + i] - V[v + x + j])',
+    ],
     'expand': [
         'if x == 1:',
         '    acc = 0.0',
@@ -290,7 +297,7 @@ HOT = frozenset({
     'neg', 'exp', 'log', 'sqrt', 'tanh', 'sigmoid', 'relu', 'abs', 'clamp',
 })
 # structural kinds likewise left to Python (rarer in small-op code)
-COLD_KINDS = frozenset({'bmm', 'cumprod', 'cumsum', 'where', 'put'})
+COLD_KINDS = frozenset({'bmm', 'cumprod', 'cumsum', 'where', 'put', 'lse'})
 
 
 def _kernel_fn(name, doc, body):

@@ -183,6 +183,35 @@ _STRUCTURAL = {
     # out[_broadcast_index(i)] = c * sum of in[i]; v = the input's size.  The
     # trailing run of reduced dims is summed pairwise, the rest in order, as
     # np.add.reduce does for a C-contiguous input; a mean divides by the count.
+    # log(sum(exp(in))) into out[_broadcast_index(i)], x = the input's size, as
+    # the eager op: shift by the maximum (0 where it is infinite), NaN propagates
+    'lse': [
+        'if in0 < 0:',
+        '    return k',
+        'for j in range(n):',
+        '    F[out + j] = -np.inf',
+        'for i in range(x):',
+        '    j = _broadcast_index(i, A, ax)',
+        '    xi = F[in0 + i]',
+        '    cur = F[out + j]',
+        '    if cur == cur and (xi > cur or xi != xi):',
+        '        F[out + j] = xi',
+        'shift = np.empty(n)',
+        'for j in range(n):',
+        '    mj = F[out + j]',
+        '    shift[j] = 0.0 if (mj == np.inf or mj == -np.inf) else mj',
+        '    F[out + j] = 0.0',
+        'for i in range(x):',
+        '    j = _broadcast_index(i, A, ax)',
+        '    F[out + j] += math.exp(F[in0 + i] - shift[j])',
+        'for j in range(n):',
+        '    s = F[out + j]',
+        '    F[out + j] = (math.log(s) if s > 0.0 else (-np.inf if s == 0.0 else np.nan)) + shift[j]',
+        'for i in range(x):',
+        '    V[v + i] = F[in0 + i]',
+        'for j in range(n):',
+        '    V[v + x + j] = F[out + j]',
+    ],
     'reduce': [
         'if in0 < 0:',
         '    return k',

@@ -173,6 +173,12 @@ def sweep_record(tape, k, R, A, grads):
         gi = np.broadcast_to(np.reshape(g, meta.attrs), meta.in_shapes[0]) * c
         grads.add(g0, v_size(meta), gi, meta.in_dtypes[0], owned=True)
         return
+    if kind == 'lse':
+        xs, out = meta.saved['a'], meta.saved['b']        # out keeps the reduced dims
+        with np.errstate(invalid='ignore', over='ignore'):
+            gi = np.reshape(g, np.shape(out)) * np.exp(xs - out)
+        grads.add(g0, xs.size, gi, meta.in_dtypes[0], owned=True)
+        return
     if kind == 'expand':
         small = meta.in_shapes[0]
         gi = _sum_to(g, small)

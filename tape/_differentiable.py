@@ -309,6 +309,14 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
             gi = _ops.mul(gi, c)
         _add(acc, g0, gi)
         return
+    if kind == 'lse':
+        idx = _broadcast_map(A, ax, x)
+        xs = _handle(tape, g0, V[v:v + x], leaf_of)
+        out = _handle(tape, go, V[v + x:v + x + n], leaf_of)
+        gi = _ops.mul(_ops.take_flat(g, idx),
+                      _ops.exp(_ops.sub(xs, _ops.take_flat(out, idx))))
+        _add(acc, g0, gi)
+        return
     if kind == 'expand':
         if x == 1:
             _add(acc, g0, _ops.reshape(_ops.sum_(g), 1))
@@ -380,6 +388,10 @@ def _big_as_small(meta, rule, ax):
     if kind in ('take', 'put'):
         return None, np.asarray(meta.attrs, np.int64), 0, 0
     in_shape = tuple(meta.in_shapes[0])
+    if kind == 'lse':         # the input, then the output (kept dims), as a small record
+        from ._ops import _broadcast_attrs
+        V = np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])])
+        return V, _broadcast_attrs(in_shape, tuple(meta.attrs)), 0, 0
     if kind == 'sum_all':
         return None, None, int(np.prod(in_shape)), 0
     if kind == 'reduce':

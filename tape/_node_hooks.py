@@ -241,7 +241,7 @@ def _in_sizes(tape, row):
     kind = RULES[op].kind
     if kind in ('sum_all', 'reduce'):
         return v, 0
-    if kind in ('expand', 'take', 'put'):
+    if kind in ('expand', 'take', 'put', 'lse'):
         return x, 0
     if kind == 'mm':
         return ax * x, (x * (n // ax) if ax else 0)

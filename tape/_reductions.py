@@ -358,12 +358,17 @@ def logsumexp(a, dim, keepdim=False):
         m = np.max(d, axis=dims, keepdims=True)
     m = np.where(np.isinf(m), 0, m).astype(d.dtype)          # all -inf stays -inf, no NaN
     with np.errstate(all='ignore'):
-        s = _ops.sum_(_ops.exp(_ops.sub(a, _leaf(m))), dims, True)
-        r = _ops.add(_ops.log(s), _leaf(m))
-    if not keepdim:
-        shape = np.squeeze(m, axis=dims).shape if dims is not None else ()
-        r = _ops.reshape(r, shape)
-    return r
+        out = np.log(np.add.reduce(np.exp(d - m), axis=dims, keepdims=True)) + m
+    out = np.asarray(out, dtype=d.dtype)
+    kept = out.shape
+    result = out
+    if not keepdim:     # the same elements in the same order: the record serves both
+        result = out.reshape(np.squeeze(m, axis=dims).shape if dims is not None else ())
+    if a._rg and grad_mode.enabled:
+        # one record (LogsumexpBackward0), saving the input and the result
+        return _ops._record_struct(OP['logsumexp'], a, result, x=d.size, saved=(d, out),
+                                   attrs=_ops._broadcast_attrs(d.shape, kept), big_attrs=kept)
+    return _leaf(result)
 
 
 # ------------------------------------------------------------- booleans

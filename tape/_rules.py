@@ -255,6 +255,8 @@ RULES = [
     S('mean', 'MeanBackward0', 'sum_all'),
     S('sum_dim', 'SumBackward1', 'reduce'),        # grad_in[i] += c * grad_out[map(i)]
     S('mean_dim', 'MeanBackward1', 'reduce'),
+    # log(sum(exp(a))) over dims: grad_in[i] += grad_out[map(i)] * exp(a[i] - out[map(i)])
+    S('logsumexp', 'LogsumexpBackward0', 'lse'),
     S('expand', 'ExpandBackward0', 'expand'),      # grad_in[map(i)] += grad_out[i]
     S('broadcast', 'ExpandBackward0', 'expand'),   # implicit, by a broadcasting op
     S('view', 'ViewBackward0', 'identity'),        # same elements, new shape
@@ -317,6 +319,7 @@ KIND_FIELDS = {
     'elementwise': (True, False, True),
     'sum_all': (False, False, False),
     'reduce': (False, True, False),
+    'lse': (True, True, True),            # saves the input, then the output
     'expand': (False, True, False),
     'identity': (False, False, False),
     'take': (False, True, False),

@@ -46,19 +46,6 @@ def _softmax_dim(ndim):
     return 0 if ndim in (0, 1, 3) else 1        # PyTorch's legacy implicit choice
 
 
-def _shifted(a, dim):
-    """``a - max(a, dim)`` with the maximum held constant (an all -inf row shifts by 0)."""
-    d = np.asarray(a._data)
-    if d.ndim == 0:
-        m = np.zeros((), d.dtype)
-    elif d.size == 0:
-        m = np.zeros(tuple(1 if i == dim else s for i, s in enumerate(d.shape)), d.dtype)
-    else:
-        m = np.max(d, axis=dim, keepdims=True)
-        m = np.where(np.isinf(m), 0, m).astype(d.dtype)
-    return _ops.sub(a, _leaf(m))
-
-
 def _float_input(a, dtype):
     a = _t(a)
     if dtype is not None:
@@ -73,8 +60,8 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     nd = np.ndim(a._data)
     dim = _softmax_dim(nd) if dim is None else _norm_dim(int(dim), nd, 'softmax')
     with np.errstate(all='ignore'):
-        e = _ops.exp(_shifted(a, dim))
-        return _ops.div(e, _ops.sum_(e, dim if nd else None, True))
+        # exp(a - logsumexp(a)): no recorded constant, so tape.jit can replay it
+        return _ops.exp(_ops.sub(a, _red.logsumexp(a, dim, True)))
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
@@ -82,8 +69,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     nd = np.ndim(a._data)
     dim = _softmax_dim(nd) if dim is None else _norm_dim(int(dim), nd, 'log_softmax')
     with np.errstate(all='ignore'):
-        s = _shifted(a, dim)
-        return _ops.sub(s, _ops.log(_ops.sum_(_ops.exp(s), dim if nd else None, True)))
+        return _ops.sub(a, _red.logsumexp(a, dim, True))
 
 
 def logsigmoid(input):  # noqa: A002
