@@ -317,3 +317,41 @@ def test_a_dead_object_is_not_taken_for_a_new_one():
         assert f(m, x).item() == pytest.approx(3 * v)
         del m
         gc.collect()
+
+
+def test_training_an_mlp_with_jit_matches_eager():
+    import tape.nn.functional as F
+
+    def make():
+        r = np.random.default_rng(5)
+        return [tape.tensor(r.standard_normal((6, 16)) * 0.3, requires_grad=True),
+                tape.tensor(np.zeros(16), requires_grad=True),
+                tape.tensor(r.standard_normal((16, 3)) * 0.3, requires_grad=True),
+                tape.tensor(np.zeros(3), requires_grad=True)]
+
+    def loss_fn(w1, b1, w2, b2, x, onehot):
+        h = tape.tanh(x @ w1 + b1)
+        logp = F.log_softmax(h @ w2 + b2, dim=1)
+        return -(onehot * logp).sum() / x.shape[0]
+
+    data = np.random.default_rng(6)
+    batches = []
+    for _ in range(30):
+        x = data.standard_normal((8, 6))
+        onehot = np.eye(3)[data.integers(0, 3, 8)]
+        batches.append((_t(x), _t(onehot)))
+    results = []
+    for f in (loss_fn, tape.jit(loss_fn)):
+        params = make()
+        for x, onehot in batches:
+            loss = f(*params, x, onehot)
+            loss.backward()
+            with tape.no_grad():
+                for p in params:
+                    p -= 0.1 * p.grad
+                    p.grad = None
+        results.append([p.detach().numpy().copy() for p in params])
+        if f is not loss_fn:
+            assert f.stats() == {'traces': 1, 'replays': 29, 'eager': 0}
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
