@@ -163,7 +163,7 @@ def kernel(run):
     if fn is not None:
         return fn
     src = source(run)
-    key = hashlib.sha1(src.encode()).hexdigest()[:20]
+    key = _key(src)
     fn = _loaded.get(key)
     if fn is not None:
         _by_plan[plan] = fn
@@ -171,23 +171,58 @@ def kernel(run):
     d = cache_dir()
     if not d:
         return None
-    path = os.path.join(d, f'tape_fused_{key}.py')
     count = _seen.get(key, 0) + 1
     _seen[key] = count
-    if count < FUSE_AFTER and not os.path.exists(path):
+    if count < FUSE_AFTER and not os.path.exists(os.path.join(d, f'tape_fused_{key}.py')):
         return None
+    fn = _loaded[key] = _by_plan[plan] = load('tape_fused', src, 'fused', key)
+    return fn
+
+
+def _stamp():
+    """A digest of the compiled code generated kernels import (compiler/kernels.py
+    and compiler/_replay_generated.py): Numba's cache of a generated file knows
+    its own text only, so a change there must give the file a new name."""
+    global _STAMP
+    if _STAMP is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha1()
+        for name in ('kernels.py', '_replay_generated.py', '_sweep_generated.py'):
+            with open(os.path.join(here, name), 'rb') as f:
+                h.update(f.read())
+        _STAMP = h.hexdigest()
+    return _STAMP
+
+
+_STAMP = None
+
+
+def _key(src):
+    return hashlib.sha1((_stamp() + src).encode()).hexdigest()[:20]
+
+
+def load(prefix, src, attr, key=None):
+    """``attr`` of the module with source ``src``, written (once) to
+    ``<cache dir>/<prefix>_<key>.py`` and imported, so Numba's ``cache=True``
+    keeps its compiled code across processes; None without a cache directory."""
+    d = cache_dir()
+    if not d:
+        return None
+    key = key or _key(src)
+    name = f'{prefix}_{key}'
+    path = os.path.join(d, name + '.py')
     if not os.path.exists(path):
         tmp = f'{path}.{os.getpid()}.tmp'
         with open(tmp, 'w') as f:
             f.write(src)
         os.replace(tmp, path)        # atomic: another process may write the same file
-    name = f'tape_fused_{key}'
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    fn = _loaded[key] = _by_plan[plan] = module.fused
-    return fn
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return getattr(module, attr)
 
 
 def call(fn, run, n, consts):
