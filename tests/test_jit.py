@@ -355,3 +355,18 @@ def test_training_an_mlp_with_jit_matches_eager():
             assert f.stats() == {'traces': 1, 'replays': 29, 'eager': 0}
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
+def test_replays_without_a_cache_directory(monkeypatch):
+    # no writable directory for generated files: the generic dispatcher replays
+    from compiler import fuse
+    monkeypatch.setattr(fuse, 'cache_dir', lambda: '')
+    f = tape.jit(lambda a, x: (tape.tanh(a * x) + a).sum())
+    a, x = _t([0.5, 1.5], True), _t([2.0, -1.0])
+    f(a, x)
+    y = f(a, x)
+    y.backward()
+    assert f.stats()['replays'] == 1
+    want = np.tanh(np.array([1.0, -1.5])).sum() + 2.0
+    assert y.item() == pytest.approx(want, rel=1e-13)
+    np.testing.assert_allclose(a.grad.numpy(), np.array([2.0, -1.0]) / np.cosh([1.0, -1.5]) ** 2 + 1)
