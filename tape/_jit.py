@@ -34,7 +34,9 @@ argument in place, uses ``detach()``/``.data`` of an argument, records an op
 the replay kernel lacks (custom Functions, hooks, large tensors, the rarer
 structural ops), or returns anything but tensors that require grad.  A closed
 over constant changed in place since the trace makes the next call trace
-again.  The replay computes in float64 and rounds results to the traced dtype,
+again, and so does a parameter rebound to another tensor: each call checks
+that the function's closure, globals and argument objects still lead to the
+parameters the trace used (``self.layers[1].w``, say).  The replay computes in float64 and rounds results to the traced dtype,
 so float32 results may differ from eager ones in the last bit.
 """
 import functools
@@ -70,7 +72,7 @@ def jit(fn=None):
 
 class _Fallback:
     __slots__ = ('reason', 'objects')
-    consts = ()
+    consts = params = ()
 
     def valid(self, args):
         return all(ref() is args[i] for i, ref in self.objects)
@@ -99,7 +101,8 @@ class _Jit:
             self.counts['eager'] += 1
             return self.fn(*args, **kwargs)
         plan = self.plans.get(sig)
-        if plan is not None and (plan.consts or plan.objects) and not plan.valid(args):
+        if plan is not None and (plan.consts or plan.objects or plan.params) \
+                and not plan.valid(args):
             plan = None                     # a baked-in constant changed: trace again
         traced = plan is None
         if traced:
@@ -153,12 +156,14 @@ class _Plan:
     without ``requires_grad`` and what only they feed) read as constants (-1),
     as eager records them, so the sweep spends nothing on them."""
     __slots__ = ('R', 'Rb', 'Rbytes', 'Vt', 'A', 'n', 'gpos', 'fills', 'deliver', 'outputs',
-                 'structure', 'boxes', 'consts', 'unreached', 'objects', 'replay')
+                 'structure', 'boxes', 'consts', 'unreached', 'objects', 'replay', 'params',
+                 'fn')
 
     def valid(self, args):
-        """Still the same objects among the arguments, and the same versions
-        of the constants the trace baked in."""
+        """Still the same objects among the arguments, the same parameters where
+        the function finds them, and the same versions of baked-in constants."""
         return all(ref() is args[i] for i, ref in self.objects) and \
+            all(_follow(self.fn, args, path) is t for path, t in self.params) and \
             all(box[0] == version for box, version in self.consts)
 
     def run(self, args):
@@ -264,6 +269,82 @@ def _watch_reads(step):
         _watch['depth'] = depth + step
 
 
+_SEARCH_DEPTH = 4          # attribute / item steps from a root
+_SEARCH_LIMIT = 20000      # objects looked at, at most
+
+
+def _roots(fn, args):
+    """(root, value) for what a function can reach: its closure cells, the
+    globals its code names, and its non-tensor object arguments."""
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            yield ('cell', i), cell.cell_contents
+        except ValueError:          # an empty cell
+            pass
+    g = fn.__globals__
+    for name in fn.__code__.co_names:
+        if name in g:
+            yield ('global', name), g[name]
+    for i, a in enumerate(args):
+        if type(a) is not Tensor and not _is_static(a):
+            yield ('arg', i), a
+
+
+def _paths_to(fn, args, wanted):
+    """{id(tensor): (root, steps)} for the tensors in ``wanted`` (ids), found
+    breadth first through object attributes, list/tuple items and dict values."""
+    import types
+    skip = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
+            types.MethodType, np.ndarray)
+    found = {}
+    seen = set()
+    frontier = [((root, ()), value) for root, value in _roots(fn, args)]
+    looked = 0
+    for depth in range(_SEARCH_DEPTH + 1):
+        nxt = []
+        for (root, steps), value in frontier:
+            looked += 1
+            if looked > _SEARCH_LIMIT or len(found) == len(wanted):
+                return found
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if type(value) is Tensor:
+                if id(value) in wanted and id(value) not in found:
+                    found[id(value)] = (root, steps)
+                continue
+            if depth == _SEARCH_DEPTH or isinstance(value, skip):
+                continue
+            if type(value) in (list, tuple):
+                nxt += [((root, steps + (('item', i),)), v) for i, v in enumerate(value)]
+            elif type(value) is dict:
+                nxt += [((root, steps + (('item', k),)), v) for k, v in value.items()
+                        if type(k) in (str, int)]
+            else:
+                d = getattr(value, '__dict__', None)
+                if type(d) is dict:
+                    nxt += [((root, steps + (('attr', k),)), v) for k, v in d.items()]
+        frontier = nxt
+    return found
+
+
+def _follow(fn, args, path):
+    """The object at ``path`` (from _paths_to) now, or None."""
+    (kind, key), steps = path
+    try:
+        if kind == 'cell':
+            value = fn.__closure__[key].cell_contents
+        elif kind == 'global':
+            value = fn.__globals__[key]
+        else:
+            value = args[key]
+        for how, k in steps:
+            value = value.__dict__[k] if how == 'attr' else value[k]
+    except (LookupError, ValueError, AttributeError, TypeError):
+        return None
+    return value
+
+
 def _reader(name, real):
     """``real`` (a Tensor method or property) noting its use while this thread traces."""
     if isinstance(real, property):
@@ -362,6 +443,7 @@ def _trace(fn, args, kwargs):
     plan.deliver = []
     where_of = {}
     needs = set()                   # slots that carry a gradient, as eager would record
+    params = []
     for t, slot in tape.leaves:
         if id(t) in proxies:
             where = proxies[id(t)]
@@ -376,6 +458,7 @@ def _trace(fn, args, kwargs):
             where = t                   # a parameter the function closes over
             needs.add(slot)
             plan.deliver.append((where, slot))
+            params.append(t)
         where_of[id(t)] = where
         plan.fills.append((where, slot, t._data.size))
     Rb = R.copy()
@@ -390,6 +473,14 @@ def _trace(fn, args, kwargs):
             needs.add(int(R[k, 1]))
         else:
             unreached += 1
+    # where the function finds each parameter it closes over, checked at every
+    # call: a name rebound to another tensor (a loaded state, say) traces again
+    paths = _paths_to(fn, args, {id(t) for t in params})
+    if len(paths) < len(params):
+        return _Fallback('a tensor the function closes over is out of reach of its '
+                         'closure, globals and argument objects')
+    plan.params = tuple((paths[id(t)], t) for t in params)
+    plan.fn = fn
     plan.Rb = Rb
     plan.Rbytes = Rb.tobytes()
     plan.unreached = unreached

@@ -370,3 +370,53 @@ def test_replays_without_a_cache_directory(monkeypatch):
     want = np.tanh(np.array([1.0, -1.5])).sum() + 2.0
     assert y.item() == pytest.approx(want, rel=1e-13)
     np.testing.assert_allclose(a.grad.numpy(), np.array([2.0, -1.0]) / np.cosh([1.0, -1.5]) ** 2 + 1)
+
+
+_GLOBAL_W = _t([1.0, 1.0], True)
+
+
+def _uses_global(x):
+    return (x * _GLOBAL_W).sum()
+
+
+def test_a_rebound_parameter_traces_again():
+    global _GLOBAL_W
+    f = tape.jit(_uses_global)
+    x = _t([1.0, 2.0])
+    assert f(x).item() == 3.0 and f(x).item() == 3.0
+    old = _GLOBAL_W
+    try:
+        _GLOBAL_W = _t([2.0, 5.0], True)        # a new tensor under the same name
+        y = f(x)
+        assert y.item() == 12.0
+        y.backward()
+        np.testing.assert_allclose(_GLOBAL_W.grad.numpy(), [1.0, 2.0])
+    finally:
+        _GLOBAL_W = old
+    assert f.stats()['traces'] == 2
+
+
+def test_parameters_of_nested_objects_are_followed():
+    class Layer:
+        def __init__(self, v):
+            self.w = _t([v, v], True)
+
+    class Model:
+        def __init__(self):
+            self.layers = [Layer(1.0), Layer(2.0)]
+
+    f = tape.jit(lambda m, x: (x * m.layers[0].w * m.layers[1].w).sum())
+    m, x = Model(), _t([1.0, 3.0])
+    assert f(m, x).item() == 8.0 and f(m, x).item() == 8.0
+    m.layers[1] = Layer(3.0)                    # replaced deep inside the model
+    assert f(m, x).item() == 12.0
+    assert f.stats() == {'traces': 2, 'replays': 1, 'eager': 0}
+
+
+def test_a_parameter_out_of_reach_runs_eagerly():
+    holder = {'w': _t([2.0], True)}
+    get = holder.get                            # reached through a builtin: not followed
+    f = tape.jit(lambda x: (x * get('w')).sum())
+    x = _t([3.0])
+    assert f(x).item() == 6.0 and f(x).item() == 6.0
+    assert 'out of reach' in f.fallback_reasons()[0]
