@@ -300,9 +300,10 @@ HOT = frozenset({
 COLD_KINDS = frozenset({'bmm', 'cumprod', 'cumsum', 'where', 'put', 'lse'})
 
 
-def _kernel_fn(name, doc, body):
+def _kernel_fn(name, doc, body, args=_KERNEL_ARGS):
+    """Source of one generated kernel (it returns -1 when it ran the record)."""
     lines = [f"\n\n@njit(cache=True, error_model='numpy')\n"
-             f'def {name}({_KERNEL_ARGS}):\n    """{doc}"""\n']
+             f'def {name}({args}):\n    """{doc}"""\n']
     lines.extend('    ' + line + '\n' for line in body)
     lines.append('    return -1\n')
     return ''.join(lines)

@@ -62,7 +62,7 @@ import sys
 
 import numpy as np
 
-from compiler.codegen import _FUNCS, HOT, _Subst, write_or_check
+from compiler.codegen import _kernel_fn as codegen_kernel_fn, _FUNCS, HOT, _Subst, write_or_check
 from tape._rules import FWD_ONLY_FUNCS, OP, RULES
 
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_replay_generated.py')
@@ -428,11 +428,7 @@ _KERNEL_ARGS = 'RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x'
 
 
 def _kernel_fn(name, doc, body):
-    lines = [f"\n\n@njit(cache=True, error_model='numpy')\n"
-             f'def {name}({_KERNEL_ARGS}):\n    """{doc}"""\n']
-    lines.extend('    ' + line + '\n' for line in body)
-    lines.append('    return -1\n')
-    return ''.join(lines)
+    return codegen_kernel_fn(name, doc, body, _KERNEL_ARGS)
 
 
 def _helpers():
