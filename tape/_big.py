@@ -21,7 +21,7 @@ import numpy as np
 from ._pool import pool
 from ._rules import RULES
 
-BIG = 16384            # elements
+BIG = 16384           # elements
 BIG_FLAG = 1 << 20     # or-ed into the opcode of a big record
 # Big slots are numbered from here, in a space of their own: G and the reach
 # flags cover small slots only, so a graph over large tensors does not make
@@ -119,7 +119,11 @@ class Grads:
                     flat = flat.astype(dtype)
                 elif not (owned and isinstance(value, np.ndarray) and value.base is None
                           and value.flags.c_contiguous and value.flags.writeable):
-                    flat = flat.copy()      # not ours to keep: a view of something else
+                    # not ours to write to (a caller's seed, a view of something
+                    # else): a read-only view, which a later add replaces
+                    # (see above) rather than writes into
+                    flat = flat.view()
+                    flat.flags.writeable = False
                 self.big[slot] = flat
             else:
                 cur += flat
@@ -312,6 +316,8 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
             # a record this sweep needs was freed by an earlier backward
             from ._sweep import SECOND_BACKWARD
             raise RuntimeError(SECOND_BACKWARD)
+    if len(live) == 1 and len(run) == 1 and _sweep_one(tape, k, R, RF, grads, n):
+        return lowest
     scratch_slots = {s for s in produced if s not in grads.big and s not in keep}
     if live and _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
         return lowest
@@ -389,8 +395,58 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
     return lowest
 
 
+def _sweep_one(tape, j, R, RF, grads, n):
+    """A lone big elementwise record: its chunk kernel over whole arrays, in their dtypes.
+
+    The usual shape of a medium-sized graph (``sigmoid(x).backward(g)``): no
+    run to plan, no scratch, and a float32 input gets a float32 gradient
+    without a float64 round trip.  Returns False, having done nothing, where
+    the general path must run (a broadcast or missing output gradient).
+    """
+    g = grads.big.get(int(R[j, 1]))
+    if g is None or g.size != n or not g.flags.c_contiguous:
+        return False
+    rule = RULES[int(R[j, 0]) & ~BIG_FLAG]
+    meta = tape.big[int(R[j, 5])]
+    targets = []
+    fresh = []
+    for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
+        if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
+            targets.append(_EMPTY)
+            fresh.append(False)
+            continue
+        dtype = meta.in_dtypes[pos] if pos < len(meta.in_dtypes) else None
+        dtype = np.dtype(np.float64) if dtype is None else dtype
+        cur = grads.big.get(s)
+        if cur is None and pos == 1 and int(R[j, 3]) == s:
+            cur = targets[0]                 # x op x: both gradients go to one array
+            fresh.append(False)
+        elif cur is None:
+            cur = pool.empty(n, dtype)
+            grads.big[s] = cur
+            fresh.append(True)
+        else:
+            if cur.size != n or cur.dtype != dtype or not cur.flags.writeable \
+                    or not cur.flags.c_contiguous:
+                cur = np.array(np.broadcast_to(cur.reshape(-1), (n,)), dtype)
+            cur = cur.reshape(-1)
+            grads.big[s] = cur
+            fresh.append(False)
+        targets.append(cur)
+    saved = meta.saved
+    shape = meta.out_shape
+    a, b, o = (_flat_as(saved[key], shape) if key in saved else _EMPTY
+               for key in ('a', 'b', 'out'))
+    kern = getattr(_chunk_kernels(), 'vjp_' + rule.name)
+    kern(g.reshape(-1), a, b, o, float(RF[j, 7]), float(RF[j, 6]), targets[0], targets[1],
+         fresh[0], fresh[1])
+    return True
+
+
 def _flat_as(arr, shape):
     """``arr`` broadcast to ``shape``, flat (np.broadcast_to costs ~5 us: only when needed)."""
+    if type(arr) is np.ndarray and arr.shape == shape:
+        return arr.reshape(-1)
     if np.shape(arr) != tuple(shape):
         arr = np.broadcast_to(arr, shape)
     return np.ravel(arr)

@@ -361,10 +361,20 @@ def _float_dtype(dt):
     return dt if dt.kind == 'f' else np.dtype(np.float64)
 
 
+POOL_FROM = 1 << 18      # bytes
+
+
 def _pooled(uf, npf, *args):
     """``npf(*args)`` for large operands, written into a buffer from the pool
-    (tape/_pool.py) instead of fresh memory."""
+    (tape/_pool.py) instead of fresh memory.
+
+    Operands under ``POOL_FROM`` bytes take NumPy's own allocation: a
+    buffer that size comes from malloc's heap, warm, and the pool's
+    bookkeeping (a finalizer per array) would cost more than it saves.
+    """
     if uf is None:
+        return npf(*args)
+    if max([x.nbytes for x in args if type(x) is np.ndarray], default=POOL_FROM) < POOL_FROM:
         return npf(*args)
     if uf is np.power and type(args[1]) in (int, float) and args[1] == 2:
         uf, args = np.square, args[:1]          # what ``x ** 2`` does for arrays
@@ -687,6 +697,9 @@ def _np_mean(d, axis=None, keepdims=False):
         got = _TORCH_DTYPE_NAMES.get(d.dtype.str[1:], str(d.dtype))
         raise RuntimeError('mean(): could not infer output dtype. Input dtype must be either a '
                            f'floating point or complex dtype. Got: {got}')
+    if axis is None and not keepdims and d.size:
+        # np.mean's own sum-then-divide, without its Python-level wrappers (~5 us)
+        return np.add.reduce(d, axis=None) / d.size
     return np.mean(d, axis=axis, keepdims=keepdims)
 
 

@@ -37,7 +37,10 @@ def _request(shape, dtype):
     """(shape as a tuple of ints, dtype, bytes) of an array request."""
     if not isinstance(dtype, np.dtype):
         dtype = np.dtype(dtype)
-    if type(shape) is not tuple:
+    ts = type(shape)
+    if ts is int:
+        return (shape,), dtype, shape * dtype.itemsize
+    if ts is not tuple:
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     count = 1
     for s in shape:
@@ -51,8 +54,7 @@ def aligned_empty(shape, dtype):
     if nbytes < ALIGN_MIN or dtype.kind not in 'biufc':
         return np.empty(shape, dtype)
     raw = np.empty(nbytes + ALIGN, np.uint8)
-    off = -raw.ctypes.data % ALIGN
-    return raw[off:off + nbytes].view(dtype).reshape(shape)
+    return np.ndarray(shape, dtype, raw, -raw.ctypes.data % ALIGN)
 
 
 def aligned(arr):

@@ -227,3 +227,56 @@ def test_fused_source_has_one_pass_and_no_values():
     np.testing.assert_allclose(x.grad.numpy(), 3.5 * 0.25 / np.cosh(x.detach().numpy() * 0.25) ** 2,
                                rtol=1e-12)
 
+
+
+# ------------------------------------------------ a lone big elementwise record
+# (tape/_big.py _sweep_one: the record's kernel over whole arrays, in their dtype)
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+@pytest.mark.parametrize('name,fn', [
+    ('sigmoid', lambda m, x: m.sigmoid(x)),
+    ('square', lambda m, x: x * x),            # both inputs are one slot
+    ('scalar', lambda m, x: x * 3.0 - 1.0),    # two records: not the lone path
+    ('tanh', lambda m, x: m.tanh(x)),
+])
+def test_lone_record_matches_torch(name, fn, dtype):
+    torch = pytest.importorskip('torch')
+    a = rng.standard_normal((ROWS, 100)).astype(dtype)
+    seed = rng.standard_normal((ROWS, 100)).astype(dtype)
+    x, tx = tape.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    for _ in range(2):                     # the second backward accumulates
+        fn(tape, x).backward(tape.tensor(seed))
+        fn(torch, tx).backward(torch.tensor(seed))
+    assert x.grad.dtype == x.dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_lone_record_leaves_the_seed_alone():
+    """The caller's gradient array is read, never written or kept."""
+    a = rng.standard_normal((ROWS, 100))
+    seed = rng.standard_normal((ROWS, 100))
+    kept = seed.copy()
+    x = tape.tensor(a, requires_grad=True)
+    y = tape.sigmoid(x)
+    g = tape.from_numpy(seed)              # shares the array's memory
+    y.backward(g, retain_graph=True)
+    y.backward(g)
+    np.testing.assert_array_equal(seed, kept)
+    s = 1 / (1 + np.exp(-a))
+    np.testing.assert_allclose(x.grad.numpy(), 2 * seed * s * (1 - s), rtol=1e-12)
+    # an identity record hands the seed itself on: the leaf's grad is a copy
+    z = tape.tensor(a, requires_grad=True)
+    z.view(-1).backward(tape.from_numpy(seed.reshape(-1)))
+    seed[0, 0] = 123.0
+    assert z.grad.numpy()[0, 0] == kept[0, 0]
+
+
+def test_lone_record_after_a_hook_on_its_output():
+    """A hook on the output replaces its gradient; the lone kernel reads the new one."""
+    a = rng.standard_normal((ROWS, 100))
+    x = tape.tensor(a, requires_grad=True)
+    y = tape.tanh(x)
+    y.register_hook(lambda g: g * 2)
+    y.backward(tape.ones_like(y))
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - np.tanh(a) ** 2), rtol=1e-12)
