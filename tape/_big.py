@@ -268,6 +268,7 @@ def _sum_to(g, shape):
 # ------------------------------------------------ chunked elementwise runs
 CHUNK = 32768          # elements per chunk: a few of these fit in L2
 _EMPTY = np.zeros(0)
+_F64 = np.dtype(np.float64)
 _kernels = None
 
 
@@ -466,8 +467,10 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
     inner = {}                  # inner slot -> local number, in order met: the
                                 # kernel must not depend on where the tape put slots
     rows = []
+    out_dtypes = []             # per out: its tensor's dtype (float32 stays float32)
     for j in live:
         rule = RULES[int(R[j, 0]) & ~BIG_FLAG]
+        in_dtypes = tape.big[int(R[j, 5])].in_dtypes
         targets = []
         for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
             if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
@@ -477,6 +480,8 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
             else:
                 if s not in outs:
                     outs[s] = len(outs)
+                    dt = in_dtypes[pos] if pos < len(in_dtypes) else None
+                    out_dtypes.append(_F64 if dt is None else dt)
                 targets.append(('out', outs[s]))
         rows.append((j, rule, tuple(targets)))
     # which arrays the run writes are fresh (stored into: no zero-fill, no read)
@@ -526,11 +531,11 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
     if fn is None:
         return False
     out_arrays = []
-    for cur in current:
+    for cur, dt in zip(current, out_dtypes):
         if cur is None:
-            cur = pool.empty(n, np.float64)
-        elif cur.dtype != np.float64 or not cur.flags.writeable or not cur.flags.c_contiguous:
-            cur = np.array(cur, np.float64).reshape(-1)
+            cur = pool.empty(n, dt)
+        elif cur.dtype != dt or not cur.flags.writeable or not cur.flags.c_contiguous:
+            cur = np.array(cur, dt).reshape(-1)
         else:
             cur = cur.reshape(-1)           # a view: the run adds in place
         out_arrays.append(cur)
