@@ -7,7 +7,7 @@ and accumulates into its inputs' gradient slots in one pass.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
@@ -376,602 +376,794 @@ def _k_where(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 @njit(cache=True, error_model='numpy')
 def _op_add(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """AddBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += G[go + i]
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_sub(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SubBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += -G[go + i]
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_mul(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """MulBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * V[v + 1 * n + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * V[uv1 + i]
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += G[go + i] * V[v + i]
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * V[uv0 + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_div(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """DivBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / V[v + 1 * n + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / V[uv1 + i]
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += -G[go + i] * V[v + i] / (V[v + 1 * n + i] * V[v + 1 * n + i])
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * V[uv0 + i] / (V[uv1 + i] * V[uv1 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_pow(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """PowBackward1."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
+    uv2 = uint64(v + 2 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * pow_grad(V[v + i], V[v + 1 * n + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * pow_grad(V[uv0 + i], V[uv1 + i])
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += G[go + i] * xlogy_safe(V[v + 2 * n + i], V[v + i])
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * xlogy_safe(V[uv2 + i], V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_maximum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """MaximumBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * ge_half(V[v + i], V[v + 1 * n + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * ge_half(V[uv0 + i], V[uv1 + i])
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += G[go + i] * ge_half(V[v + 1 * n + i], V[v + i])
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * ge_half(V[uv1 + i], V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_minimum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """MinimumBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * ge_half(V[v + 1 * n + i], V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * ge_half(V[uv1 + i], V[uv0 + i])
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += G[go + i] * ge_half(V[v + i], V[v + 1 * n + i])
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * ge_half(V[uv0 + i], V[uv1 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_atan2(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """Atan2Backward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * V[v + 1 * n + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * V[uv1 + i] / (V[uv0 + i] * V[uv0 + i] + V[uv1 + i] * V[uv1 + i])
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += -G[go + i] * V[v + i] / (V[v + i] * V[v + i] + V[v + 1 * n + i] * V[v + 1 * n + i])
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * V[uv0 + i] / (V[uv0 + i] * V[uv0 + i] + V[uv1 + i] * V[uv1 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_remainder(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """RemainderBackward1."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += -G[go + i] * floor(V[v + i] / V[v + 1 * n + i])
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * floor(V[uv0 + i] / V[uv1 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_fmod(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """FmodBackward1."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += -G[go + i] * trunc(V[v + i] / V[v + 1 * n + i])
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * trunc(V[uv0 + i] / V[uv1 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_binary_cross_entropy(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """BinaryCrossEntropyBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * (V[v + i] - V[v + 1 * n + i]) / where_pos(V[v + i] * (1.0 - V[v + i]) - 1e-12, V[v + i] * (1.0 - V[v + i]), 1e-12)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (V[uv0 + i] - V[uv1 + i]) / where_pos(V[uv0 + i] * (1.0 - V[uv0 + i]) - 1e-12, V[uv0 + i] * (1.0 - V[uv0 + i]), 1e-12)
     if g1 >= 0:
-        for i in range(n):
-            G[g1 + i] += G[go + i] * (where_pos(math.log(1.0 - V[v + i]) + 100.0, math.log(1.0 - V[v + i]), -100.0) - where_pos(math.log(V[v + i]) + 100.0, math.log(V[v + i]), -100.0))
+        ug = uint64(g1)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (where_pos(math.log(1.0 - V[uv0 + i]) + 100.0, math.log(1.0 - V[uv0 + i]), -100.0) - where_pos(math.log(V[uv0 + i]) + 100.0, math.log(V[uv0 + i]), -100.0))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_add_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """AddBackward0."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_sub_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SubBackward0."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_rsub_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """RsubBackward1."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += -G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_mul_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """MulBackward0."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * c
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * c
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_div_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """DivBackward0."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / c
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / c
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_rdiv_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """MulBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += -G[go + i] * V[v + 1 * n + i] / V[v + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * V[uv1 + i] / V[uv0 + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_pow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """PowBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * pow_grad(V[v + i], c)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * pow_grad(V[uv0 + i], c)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_rpow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """PowBackward2."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * V[v + i] * math.log(c)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * V[uv0 + i] * math.log(c)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_remainder_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """RemainderBackward0."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_fmod_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """FmodBackward0."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_neg(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """NegBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += -G[go + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_exp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ExpBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * V[v + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * V[uv0 + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_log(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """LogBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / V[v + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / V[uv0 + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_sqrt(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SqrtBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / (2.0 * V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / (2.0 * V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_sin(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SinBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * math.cos(V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * math.cos(V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_cos(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """CosBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += -G[go + i] * math.sin(V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * math.sin(V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_tanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """TanhBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * (1.0 - V[v + i] * V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (1.0 - V[uv0 + i] * V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_sigmoid(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SigmoidBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * V[v + i] * (1.0 - V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * V[uv0 + i] * (1.0 - V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ReluBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * (1.0 - ge(0.0, V[v + i]))
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (1.0 - ge(0.0, V[uv0 + i]))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_abs(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """AbsBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * sign(V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * sign(V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_rsqrt(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """RsqrtBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += -0.5 * G[go + i] * V[v + i] * V[v + i] * V[v + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -0.5 * G[ugo + i] * V[uv0 + i] * V[uv0 + i] * V[uv0 + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_exp2(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """Exp2Backward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * V[v + i] * 0.6931471805599453
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * V[uv0 + i] * 0.6931471805599453
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_expm1(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """Expm1Backward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * (V[v + i] + 1.0)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (V[uv0 + i] + 1.0)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_log2(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """Log2Backward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / (V[v + i] * 0.6931471805599453)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / (V[uv0 + i] * 0.6931471805599453)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_log10(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """Log10Backward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / (V[v + i] * 2.302585092994046)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / (V[uv0 + i] * 2.302585092994046)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_log1p(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """Log1PBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / (V[v + i] + 1.0)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / (V[uv0 + i] + 1.0)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_tan(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """TanBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * (1.0 + V[v + i] * V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (1.0 + V[uv0 + i] * V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_asin(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """AsinBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / math.sqrt(1.0 - V[uv0 + i] * V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_acos(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """AcosBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += -G[go + i] / math.sqrt(1.0 - V[v + i] * V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] / math.sqrt(1.0 - V[uv0 + i] * V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_atan(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """AtanBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] / (1.0 + V[v + i] * V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] / (1.0 + V[uv0 + i] * V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_sinh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SinhBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * cosh(V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * cosh(V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_cosh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """CoshBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * sinh(V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * sinh(V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_erf(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ErfBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * 1.1283791670955126 * math.exp(-V[v + i] * V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * 1.1283791670955126 * math.exp(-V[uv0 + i] * V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_reciprocal(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ReciprocalBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += -G[go + i] * V[v + i] * V[v + i]
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * V[uv0 + i] * V[uv0 + i]
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_silu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SiluBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * sigmoid(V[v + i]) * (1.0 + V[v + i] * (1.0 - sigmoid(V[v + i])))
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * sigmoid(V[uv0 + i]) * (1.0 + V[uv0 + i] * (1.0 - sigmoid(V[uv0 + i])))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_gelu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """GeluBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * (0.5 * (1.0 + erf(V[v + i] * 0.7071067811865476)) + V[v + i] * 0.3989422804014327 * math.exp(-0.5 * V[v + i] * V[v + i]))
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (0.5 * (1.0 + erf(V[uv0 + i] * 0.7071067811865476)) + V[uv0 + i] * 0.3989422804014327 * math.exp(-0.5 * V[uv0 + i] * V[uv0 + i]))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_gelu_tanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """GeluBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * (0.5 * (1.0 + math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) + 0.5 * V[v + i] * (1.0 - math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i])) * math.tanh(0.7978845608028654 * (V[v + i] + 0.044715 * V[v + i] * V[v + i] * V[v + i]))) * 0.7978845608028654 * (1.0 + 0.134145 * V[v + i] * V[v + i]))
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * (0.5 * (1.0 + math.tanh(0.7978845608028654 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i]))) + 0.5 * V[uv0 + i] * (1.0 - math.tanh(0.7978845608028654 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i])) * math.tanh(0.7978845608028654 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i]))) * 0.7978845608028654 * (1.0 + 0.134145 * V[uv0 + i] * V[uv0 + i]))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_leaky_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """LeakyReluBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, c)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * where_pos(V[uv0 + i], 1.0, c)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_elu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """EluBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * where_pos(V[v + i], 1.0, V[v + 1 * n + i] + c)
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * where_pos(V[uv0 + i], 1.0, V[uv1 + i] + c)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_softplus(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SoftplusBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     d = RF[k, 6]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * where_pos(eq(V[v + 1 * n + i], V[v + i]), 1.0, sigmoid(V[v + i] * c))
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv1 + i], V[uv0 + i]), 1.0, sigmoid(V[uv0 + i] * c))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_sign(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """SignBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += zero(G[go + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += zero(G[ugo + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_floor(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """FloorBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += zero(G[go + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += zero(G[ugo + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_ceil(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """CeilBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += zero(G[go + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += zero(G[ugo + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_round(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """RoundBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += zero(G[go + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += zero(G[ugo + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_round_decimals(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """RoundBackward1."""
+    ugo = uint64(go)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += zero(G[go + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += zero(G[ugo + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_trunc(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """TruncBackward0."""
+    ugo = uint64(go)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += zero(G[go + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += zero(G[ugo + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ClampBackward1."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     d = RF[k, 6]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * ge(d, c) * eq(V[v + 1 * n + i], V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * ge(d, c) * eq(V[uv1 + i], V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_norm_root(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """LinalgVectorNormBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * c * V[v + 1 * n + i] * inv0(V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * c * V[uv1 + i] * inv0(V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_std_root(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """StdBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * 0.5 * inv0(V[v + i])
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * 0.5 * inv0(V[uv0 + i])
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _op_var_scale(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """VarBackward0."""
+    ugo = uint64(go)
     c = RF[k, 7]
     d = RF[k, 6]
     if g0 >= 0:
-        for i in range(n):
-            G[g0 + i] += G[go + i] * c
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * c
     return -1
 
 

@@ -37,7 +37,7 @@ and accumulates into its inputs' gradient slots in one pass.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 from compiler.kernels import {helpers}  # noqa: F401
 
@@ -125,10 +125,19 @@ class _Subst(ast.NodeTransformer):
 
 
 def _elementwise(rule):
-    slots = {'grad': 'G[go + i]'}
+    """The kernel body of an elementwise rule.
+
+    Indices are unsigned: with a signed ``G[go + i]`` Numba must allow for a
+    negative index and wrap it, a branch per element that keeps LLVM from
+    vectorizing the loop (3.7x slower on 10,000 elements).  Slicing the
+    arrays first would vectorize too, but each slice costs a reference-count
+    update: about 17 ns a record, which a chain of scalar records feels.
+    """
+    slots = {'grad': 'G[ugo + i]'}
+    lines = ['ugo = uint64(go)']
     for pos, name in enumerate(rule.saves):
-        slots[name] = f'V[v + {pos} * n + i]' if pos else 'V[v + i]'
-    lines = []
+        slots[name] = f'V[uv{pos} + i]'
+        lines.append(f'uv{pos} = uint64(v + {pos} * n)' if pos else 'uv0 = uint64(v)')
     for name, field in zip(rule.saves_consts, (7, 6)):
         lines.append(f'{name} = RF[k, {field}]')
     for j, formula in enumerate(rule.vjps):
@@ -136,8 +145,9 @@ def _elementwise(rule):
             continue
         expr = ast.unparse(_Subst(slots).visit(ast.parse(formula, mode='eval')))
         lines += [f'if g{j} >= 0:',
-                  '    for i in range(n):',
-                  f'        G[g{j} + i] += {expr}']
+                  f'    ug = uint64(g{j})',
+                  '    for i in range(uint64(n)):',
+                  f'        G[ug + i] += {expr}']
     return lines
 
 
