@@ -8,7 +8,7 @@ caller runs the COLD_FWD kernels.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
 from compiler.kernels import ceil, cosh, eq, erf, exp2, floor, fmod, gt, logaddexp0, maximum, minimum, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, where_pos  # noqa: F401
@@ -512,10 +512,13 @@ def _fwd_add(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
         return k           # a constant input the record does not save
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        b = F[in1 + i]
-        F[out + i] = a + b
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uin1 = uint64(in1)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        b = F[uin1 + i]
+        F[uout + i] = a + b
     return -1
 
 
@@ -526,210 +529,259 @@ def _fwd_sub(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
         return k           # a constant input the record does not save
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        b = F[in1 + i]
-        F[out + i] = a - b
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uin1 = uint64(in1)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        b = F[uin1 + i]
+        F[uout + i] = a - b
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_mul(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """MulBackward0: out = a * b."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = a * b
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = a * b
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_div(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """DivBackward0: out = a / b."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = a / b
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = a / b
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_pow(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """PowBackward1: out = pow(a, b)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    uvo = uint64(v + 2 * n)
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
         r = a ** b
-        F[out + i] = r
-        V[v + 2 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_maximum(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """MaximumBackward0: out = maximum(a, b)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = maximum(a, b)
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = maximum(a, b)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_minimum(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """MinimumBackward0: out = minimum(a, b)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = minimum(a, b)
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = minimum(a, b)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_atan2(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """Atan2Backward0: out = atan2(a, b)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = math.atan2(a, b)
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = math.atan2(a, b)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_remainder(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """RemainderBackward1: out = remainder(a, b)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = remainder(a, b)
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = remainder(a, b)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_fmod(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """FmodBackward1: out = fmod(a, b)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = fmod(a, b)
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = fmod(a, b)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_binary_cross_entropy(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """BinaryCrossEntropyBackward0: out = -(b * maximum(log(a), -100.0) + (1.0 - b) * maximum(log1p(-a), -100.0))."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uv1 = uint64(v + 1 * n)
     if in1 >= 0:
-        for i in range(n):
-            V[v + 1 * n + i] = F[in1 + i]
+        u = uint64(in1)
+        for i in range(uint64(n)):
+            V[uv1 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + 1 * n + i] = Vt[v + 1 * n + i]
-    for i in range(n):
-        a = V[v + i]
-        b = V[v + 1 * n + i]
-        F[out + i] = -(b * maximum(math.log(a), -100.0) + (1.0 - b) * maximum(math.log1p(-a), -100.0))
+        for i in range(uint64(n)):
+            V[uv1 + i] = Vt[uv1 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        b = V[uv1 + i]
+        F[uout + i] = -(b * maximum(math.log(a), -100.0) + (1.0 - b) * maximum(math.log1p(-a), -100.0))
     return -1
 
 
@@ -738,10 +790,12 @@ def _fwd_add_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """AddBackward0: out = a + c."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = a + c
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = a + c
     return -1
 
 
@@ -750,10 +804,12 @@ def _fwd_sub_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SubBackward0: out = a - c."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = a - c
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = a - c
     return -1
 
 
@@ -762,10 +818,12 @@ def _fwd_rsub_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """RsubBackward1: out = c - a."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = c - a
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = c - a
     return -1
 
 
@@ -774,10 +832,12 @@ def _fwd_mul_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """MulBackward0: out = a * c."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = a * c
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = a * c
     return -1
 
 
@@ -786,44 +846,53 @@ def _fwd_div_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """DivBackward0: out = a / c."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = a / c
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = a / c
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_rdiv_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """MulBackward0: out = c / a."""
+    uout = uint64(out)
     c = RF[k, 7]
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uvo = uint64(v + 1 * n)
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
         r = c / a
-        F[out + i] = r
-        V[v + 1 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_pow_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """PowBackward0: out = power(a, c)."""
+    uout = uint64(out)
     c = RF[k, 7]
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = power(a, c)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = power(a, c)
     return -1
 
 
@@ -832,12 +901,15 @@ def _fwd_rpow_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """PowBackward2: out = pow(c, a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = c ** a
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -846,10 +918,12 @@ def _fwd_remainder_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """RemainderBackward0: out = remainder(a, c)."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = remainder(a, c)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = remainder(a, c)
     return -1
 
 
@@ -858,10 +932,12 @@ def _fwd_fmod_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """FmodBackward0: out = fmod(a, c)."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = fmod(a, c)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = fmod(a, c)
     return -1
 
 
@@ -870,9 +946,11 @@ def _fwd_neg(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """NegBackward0: out = -a."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = -a
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = -a
     return -1
 
 
@@ -881,26 +959,32 @@ def _fwd_exp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """ExpBackward0: out = exp(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = math.exp(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_log(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """LogBackward0: out = log(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.log(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.log(a)
     return -1
 
 
@@ -909,41 +993,50 @@ def _fwd_sqrt(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SqrtBackward0: out = sqrt(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = math.sqrt(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_sin(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SinBackward0: out = sin(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.sin(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.sin(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_cos(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """CosBackward0: out = cos(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.cos(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.cos(a)
     return -1
 
 
@@ -952,11 +1045,14 @@ def _fwd_tanh(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """TanhBackward0: out = tanh(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = math.tanh(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -965,11 +1061,14 @@ def _fwd_sigmoid(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SigmoidBackward0: out = sigmoid(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = sigmoid(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -978,26 +1077,32 @@ def _fwd_relu(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """ReluBackward0: out = maximum(a, 0.0)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = maximum(a, 0.0)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_abs(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """AbsBackward0: out = abs(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = abs(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = abs(a)
     return -1
 
 
@@ -1006,11 +1111,14 @@ def _fwd_rsqrt(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """RsqrtBackward0: out = 1.0 / sqrt(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = 1.0 / math.sqrt(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -1019,11 +1127,14 @@ def _fwd_exp2(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """Exp2Backward0: out = exp2(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = exp2(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -1032,56 +1143,68 @@ def _fwd_expm1(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """Expm1Backward0: out = expm1(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = math.expm1(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_log2(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """Log2Backward0: out = log2(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.log2(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.log2(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_log10(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """Log10Backward0: out = log10(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.log10(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.log10(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_log1p(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """Log1PBackward0: out = log1p(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.log1p(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.log1p(a)
     return -1
 
 
@@ -1090,101 +1213,122 @@ def _fwd_tan(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """TanBackward0: out = tan(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = math.tan(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_asin(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """AsinBackward0: out = asin(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.asin(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.asin(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_acos(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """AcosBackward0: out = acos(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.acos(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.acos(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_atan(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """AtanBackward0: out = atan(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = math.atan(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.atan(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_sinh(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SinhBackward0: out = sinh(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = sinh(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = sinh(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_cosh(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """CoshBackward0: out = cosh(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = cosh(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = cosh(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_erf(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """ErfBackward0: out = erf(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = erf(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = erf(a)
     return -1
 
 
@@ -1193,109 +1337,132 @@ def _fwd_reciprocal(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """ReciprocalBackward0: out = 1.0 / a."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = 1.0 / a
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_silu(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SiluBackward0: out = a * sigmoid(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = a * sigmoid(a)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = a * sigmoid(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_gelu(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """GeluBackward0: out = 0.5 * a * (1.0 + erf(a * 0.7071067811865475))."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = 0.5 * a * (1.0 + erf(a * 0.7071067811865475))
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = 0.5 * a * (1.0 + erf(a * 0.7071067811865475))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_gelu_tanh(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """GeluBackward0: out = 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))."""
+    uout = uint64(out)
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = 0.5 * a * (1.0 + math.tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = 0.5 * a * (1.0 + math.tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_leaky_relu(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """LeakyReluBackward0: out = where_pos(a, a, a * c)."""
+    uout = uint64(out)
     c = RF[k, 7]
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
-        F[out + i] = where_pos(a, a, a * c)
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = where_pos(a, a, a * c)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_elu(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """EluBackward0: out = where_pos(a, a, c * expm1(minimum(a, 0.0)))."""
+    uout = uint64(out)
     c = RF[k, 7]
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uvo = uint64(v + 1 * n)
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
         r = where_pos(a, a, c * math.expm1(minimum(a, 0.0)))
-        F[out + i] = r
-        V[v + 1 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_softplus(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SoftplusBackward0: out = where_pos(gt(a * c, d), a, logaddexp0(a * c) / c)."""
+    uout = uint64(out)
     c = RF[k, 7]
     d = RF[k, 6]
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uvo = uint64(v + 1 * n)
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
         r = where_pos(gt(a * c, d), a, logaddexp0(a * c) / c)
-        F[out + i] = r
-        V[v + 1 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -1304,9 +1471,11 @@ def _fwd_sign(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """SignBackward0: out = sign(a) + 0.0."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = sign(a) + 0.0
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = sign(a) + 0.0
     return -1
 
 
@@ -1315,9 +1484,11 @@ def _fwd_floor(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """FloorBackward0: out = floor(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = floor(a)
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = floor(a)
     return -1
 
 
@@ -1326,9 +1497,11 @@ def _fwd_ceil(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """CeilBackward0: out = ceil(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = ceil(a)
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = ceil(a)
     return -1
 
 
@@ -1337,9 +1510,11 @@ def _fwd_round(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """RoundBackward0: out = rint(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = rint(a)
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = rint(a)
     return -1
 
 
@@ -1348,10 +1523,12 @@ def _fwd_round_decimals(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """RoundBackward1: out = round_decimals(a, c)."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = round_decimals(a, c)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = round_decimals(a, c)
     return -1
 
 
@@ -1360,46 +1537,56 @@ def _fwd_trunc(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """TruncBackward0: out = trunc(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = trunc(a)
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = trunc(a)
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_clamp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """ClampBackward1: out = minimum(maximum(a, c), d)."""
+    uout = uint64(out)
     c = RF[k, 7]
     d = RF[k, 6]
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uvo = uint64(v + 1 * n)
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
         r = minimum(maximum(a, c), d)
-        F[out + i] = r
-        V[v + 1 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
 @njit(cache=True, error_model='numpy')
 def _fwd_norm_root(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """LinalgVectorNormBackward0: out = where_pos(eq(c, 0.5), sqrt(a), pow(a, c))."""
+    uout = uint64(out)
     c = RF[k, 7]
+    uv0 = uint64(v)
     if in0 >= 0:
-        for i in range(n):
-            V[v + i] = F[in0 + i]
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
     else:
-        for i in range(n):
-            V[v + i] = Vt[v + i]
-    for i in range(n):
-        a = V[v + i]
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uvo = uint64(v + 1 * n)
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
         r = where_pos(eq(c, 0.5), math.sqrt(a), a ** c)
-        F[out + i] = r
-        V[v + 1 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -1408,11 +1595,14 @@ def _fwd_std_root(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """StdBackward0: out = sqrt(a)."""
     if in0 < 0:
         return k           # a constant input the record does not save
-    for i in range(n):
-        a = F[in0 + i]
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
         r = math.sqrt(a)
-        F[out + i] = r
-        V[v + 0 * n + i] = r
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 
@@ -1421,11 +1611,13 @@ def _fwd_var_scale(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """VarBackward0: out = a / d."""
     if in0 < 0:
         return k           # a constant input the record does not save
+    uout = uint64(out)
     c = RF[k, 7]
     d = RF[k, 6]
-    for i in range(n):
-        a = F[in0 + i]
-        F[out + i] = a / d
+    uin0 = uint64(in0)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        F[uout + i] = a / d
     return -1
 
 

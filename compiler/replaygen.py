@@ -93,7 +93,7 @@ caller runs the COLD_FWD kernels.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
 from compiler.kernels import {helpers}  # noqa: F401
@@ -388,8 +388,12 @@ REPLAY_KINDS = frozenset(_STRUCTURAL) | {'elementwise'}
 
 
 def _elementwise(rule):
-    """Body of the forward kernel of an elementwise rule."""
-    lines = []
+    """Body of the forward kernel of an elementwise rule.
+
+    Offsets are unsigned, as in the sweep's kernels (compiler/codegen.py), so
+    that Numba drops its negative-index wrap and LLVM vectorizes the loops.
+    """
+    lines = ['uout = uint64(out)']
     for name, field in zip(rule.consts, (7, 6)):
         lines.append(f'{name} = RF[k, {field}]')
     loads = []
@@ -399,28 +403,33 @@ def _elementwise(rule):
             # saved inputs are copied into V first (from F, or from the traced V
             # for a constant), and the formula reads them there
             pos = rule.saves.index(name)
-            at = f'v + {pos} * n' if pos else 'v'
-            lines += [f'if {slot} >= 0:',
-                      '    for i in range(n):',
-                      f'        V[{at} + i] = F[{slot} + i]',
+            at = f'uv{pos}'
+            lines += [f'{at} = uint64(v + {pos} * n)' if pos else f'{at} = uint64(v)',
+                      f'if {slot} >= 0:',
+                      f'    u = uint64({slot})',
+                      '    for i in range(uint64(n)):',
+                      f'        V[{at} + i] = F[u + i]',
                       'else:',
-                      '    for i in range(n):',
+                      '    for i in range(uint64(n)):',
                       f'        V[{at} + i] = Vt[{at} + i]']
             loads.append(f'{name} = V[{at} + i]')
         else:
             lines = [f'if {slot} < 0:',
                      '    return k           # a constant input the record does not save'] + lines
-            loads.append(f'{name} = F[{slot} + i]')
+            lines.append(f'u{slot} = uint64({slot})')
+            loads.append(f'{name} = F[u{slot} + i]')
     expr = ast.unparse(_Subst({}, _FWD_FUNCS).visit(ast.parse(rule.fwd, mode='eval')))
-    lines.append('for i in range(n):')
-    lines += ['    ' + load for load in loads]
     if 'out' in rule.saves:
         pos = rule.saves.index('out')
+        lines.append(f'uvo = uint64(v + {pos} * n)')
+    lines.append('for i in range(uint64(n)):')
+    lines += ['    ' + load for load in loads]
+    if 'out' in rule.saves:
         lines += [f'    r = {expr}',
-                  '    F[out + i] = r',
-                  f'    V[v + {pos} * n + i] = r']
+                  '    F[uout + i] = r',
+                  '    V[uvo + i] = r']
     else:
-        lines.append(f'    F[out + i] = {expr}')
+        lines.append(f'    F[uout + i] = {expr}')
     return lines
 
 
