@@ -7,7 +7,7 @@ generated sweep, so they cost nothing per call.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 
 @njit(cache=True, inline='always', error_model='numpy')
@@ -201,6 +201,10 @@ def erf_array(x):
 
 @njit(cache=True)
 def accumulate(dst, G, start):
-    """dst += G[start : start + dst.size] (a leaf's .grad from the arena)."""
-    for i in range(dst.shape[0]):
-        dst[i] += G[start + i]
+    """dst += G[start : start + dst.size] (a leaf's .grad from the arena).
+
+    The offset is unsigned so that the loop vectorizes (see compiler/codegen.py).
+    """
+    u = uint64(start)
+    for i in range(uint64(dst.shape[0])):
+        dst[i] += G[u + i]

@@ -72,6 +72,10 @@ def pack(tape):
 
 
 def _graph_of(roots):
+    if len(roots) == 1:
+        t = roots[0]._tape
+        if t is None or t.alias is None:
+            return t
     from ._ops import tape_of_all
     return tape_of_all(roots, new=False)
 

@@ -49,6 +49,11 @@ def _seeds(outputs, grad_outputs, create_graph):
                                    f'(output {i} has shape {tuple(o._data.shape)})')
             grads.append(1.0)
             continue
+        if type(g) is Tensor:
+            gd = g._data
+            if type(gd) is np.ndarray and gd.shape == o._data.shape and gd.dtype.kind == 'f':
+                grads.append(gd)            # the usual case: no checks left to make
+                continue
         gd = g._data if isinstance(g, Tensor) else np.asarray(g)
         if np.shape(gd) != o._data.shape:
             if np.size(gd) == o._data.size and np.ndim(gd) == 0:
