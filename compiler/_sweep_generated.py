@@ -189,7 +189,7 @@ def sweep(R, G, V, A, reach, start, stop):
         elif op == 104:  # contiguous
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
-            return k      # a cold rule: Python calls COLD[op]
+            return k      # Python runs it (COLD, or a new dispatcher)
     return -1
 
 
@@ -1216,3 +1216,6 @@ COLD = {
     94: _k_where,
     95: _k_where,
 }
+
+# the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 57, 61, 62, 63, 64, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 77, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 96, 97, 98, 99, 100, 101, 102, 103, 104})

@@ -238,7 +238,7 @@ def _via_kernel(k, R, meta, g, grads):
                      n + s0 if g1 >= 0 else -1, 0, ax, x]], dtype=np.int64)
     reach = np.zeros(n + s0 + s1 + 1, np.uint8)
     reach[0] = 1
-    if kernel()(row, LG, LV, LA, reach, 0, -1) >= 0:
+    if kernel(row)(row, LG, LV, LA, reach, 0, -1) >= 0:
         from ._sweep import _cold       # a kernel the sweep leaves to Python
         fn = _cold().get(int(row[0, 0]))
         if fn is None or fn(row.view(np.float64), LG, LV, LA, 0, *(int(f) for f in row[0, 1:])) >= 0:

@@ -336,7 +336,7 @@ def _alone(tape, row, V, A, seed_slot, seed_size, seed):
     reach = np.zeros(size, np.uint8)
     store = Grads(G, reach)
     store.add(seed_slot, seed_size, seed)
-    if kernel()(R1, G, V, A, reach, 0, -1) >= 0:
+    if kernel(R1)(R1, G, V, A, reach, 0, -1) >= 0:
         _python_record(tape, 0, R1, G, V, A, reach, store)
     return store
 

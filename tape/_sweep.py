@@ -14,6 +14,8 @@ arrays are kept so the next sweep starts at once (the sweep never writes to
 them: each sweep gets a fresh ``G``, which is the "clone" of the tape's
 mutable state).
 """
+import threading
+
 import numpy as np
 
 from ._big import BIG_BASE, BIG_FLAG, Grads, sweep_chain, sweep_record
@@ -42,13 +44,67 @@ def _cold():
     return _cold_table
 
 
-def kernel():
-    """The compiled sweep, imported (and compiled or loaded from cache) on first use."""
-    global _kernel
-    if _kernel is None:
-        from compiler._sweep_generated import sweep
-        _kernel = sweep
-    return _kernel
+# The sweep this process runs dispatches only the hot opcodes its graphs have
+# used so far (``_ops``): a dispatcher generated for that set and cached on
+# disk like any generated kernel (compiler/codegen.py dispatcher_source), so a
+# first backward compiles the kernels of its own graph (1.6 s cold for a tanh
+# chain) and not every hot kernel (5.7 s).  A record with a hot opcode outside
+# the set comes back to Python, which widens the set and sweeps on with the
+# new dispatcher.  After WIDEN_LIMIT widenings (a program that keeps meeting
+# new ops, a test suite) it takes the full sweep at once rather than compile
+# dispatcher after dispatcher.  DISPATCH = False (or no cache directory) uses
+# the full sweep from the start.
+DISPATCH = True
+WIDEN_LIMIT = 3
+_widened = 0
+_ops = frozenset()
+_hot = None
+_lock = threading.Lock()
+
+
+def _hot_ops():
+    global _hot
+    if _hot is None:
+        from compiler._sweep_generated import HOT_OPS
+        _hot = HOT_OPS
+    return _hot
+
+
+def _extend(R):
+    """Make ``_kernel`` dispatch every hot opcode of the records R too; return it."""
+    global _kernel, _ops, _widened
+    hot = _hot_ops()
+    want = {int(op) for op in np.unique(R[:, 0]) if int(op) in hot}
+    with _lock:
+        if _kernel is not None and want <= _ops:
+            return _kernel
+        ops = _ops | want
+        fn = None
+        _widened += 1
+        if DISPATCH and _widened <= WIDEN_LIMIT:
+            from compiler import codegen, fuse
+            fn = fuse.load('tape_sweep', codegen.dispatcher_source(ops), 'sweep')
+        if fn is None:
+            from compiler._sweep_generated import sweep as fn
+            ops = hot
+        _kernel, _ops = fn, frozenset(ops)
+    return fn
+
+
+def kernel(R):
+    """The compiled sweep, able to dispatch every hot opcode of the records R."""
+    fn = _kernel
+    if fn is None or (len(R) <= 2 and not all(int(op) in _ops or int(op) not in _hot_ops()
+                                              for op in R[:, 0])):
+        fn = _extend(R)
+    return fn
+
+
+def reset_dispatch(dispatch=DISPATCH):
+    """Forget the current sweep (the next backward builds one); for tests."""
+    global _kernel, _ops, DISPATCH, _widened
+    with _lock:
+        _kernel, _ops, DISPATCH, _widened = None, frozenset(), dispatch, 0
 
 
 def pack(tape):
@@ -83,6 +139,11 @@ def _graph_of(roots):
 def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=False):
     """Run record k in Python; return the lowest record index handled."""
     op = R[k, 0]
+    if op not in _ops and op in _hot_ops():
+        # a hot opcode this process's sweep does not dispatch yet: widen it, and
+        # have the caller sweep on from this record
+        _extend(R)
+        return k + 1
     cold = None if numpy else _cold().get(op)
     if cold is not None:
         # a rule outside the sweep's hot set (compiler/codegen.py); the sweep
@@ -144,7 +205,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             store.add(s, r._data.size, g)
         if r._rec > start:
             start = r._rec
-    sweep = _kernel or kernel()
+    kernel(R)
     # non-leaf tensors whose gradient autograd.grad returns must not be fused away
     keep = {x._goff for x in inputs if x._tape is tape} if inputs is not None else ()
     hooks = tape.hooks
@@ -153,7 +214,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     for stop in (*stops, -1):
         # records k .. stop+1 in the kernel, Python records as they come
         while k > stop:
-            k = sweep(R, G, V, A, reach, k, stop)
+            k = _kernel(R, G, V, A, reach, k, stop)
             if k < 0:
                 break
             k = _python_record(tape, k, R, G, V, A, reach, store, stop, keep) - 1
@@ -203,12 +264,11 @@ def run_scalar(root, retain_graph):
     G[root._goff] = 1.0
     reach[root._goff] = 1
     store = Grads(G, reach)
-    sweep = _kernel or kernel()
-    k = sweep(R, G, V, A, reach, root._rec, -1)
+    k = (_kernel or kernel(R))(R, G, V, A, reach, root._rec, -1)
     while k >= 0:
         k = _python_record(tape, k, R, G, V, A, reach, store) - 1
         if k >= 0:
-            k = sweep(R, G, V, A, reach, k, -1)
+            k = _kernel(R, G, V, A, reach, k, -1)
     if dead or tape.epoch != inplace_epoch[0]:
         used = store.reached_records(R)
         if dead and np.any(tape.dead_mask() & used[:tape.n]):

@@ -107,3 +107,67 @@ def test_inplace_change_of_saved_non_leaf_names_the_op():
     h.add_(1)
     with pytest.raises(RuntimeError, match='modified by an inplace operation.*Cumprod'):
         y.backward()
+
+
+# ------------------------------------------- the per-process sweep dispatcher
+@pytest.fixture
+def fresh_dispatch():
+    """A process state with no sweep yet (restored after the test)."""
+    from tape import _sweep
+    saved = (_sweep._kernel, _sweep._ops, _sweep._widened, _sweep.DISPATCH)
+    _sweep.reset_dispatch(True)
+    yield _sweep
+    _sweep._kernel, _sweep._ops, _sweep._widened, _sweep.DISPATCH = saved
+
+
+def _chain_grads(x0, fns):
+    x = tape.tensor(x0, requires_grad=True)
+    y = x
+    for f in fns:
+        y = f(y)
+    y.sum().backward()
+    return x.grad.numpy()
+
+
+def test_the_sweep_dispatches_the_ops_seen_and_widens(fresh_dispatch):
+    from tape._rules import OP
+    sw = fresh_dispatch
+    x0 = rng.standard_normal(6)
+    g1 = _chain_grads(x0, [lambda h: h * 2.0, lambda h: h + 1.0])
+    assert sw._ops == {OP['mul_scalar'], OP['add_scalar'], OP['sum']}
+    first = sw._kernel
+    # a graph with an op the dispatcher lacks: the sweep widens mid-graph
+    g2 = _chain_grads(x0, [lambda h: h * 2.0, tape.tanh, lambda h: h + 1.0])
+    assert OP['tanh'] in sw._ops and sw._kernel is not first
+    # the same gradients as the full sweep
+    sw.reset_dispatch(False)
+    np.testing.assert_allclose(g1, _chain_grads(x0, [lambda h: h * 2.0, lambda h: h + 1.0]))
+    np.testing.assert_allclose(
+        g2, _chain_grads(x0, [lambda h: h * 2.0, tape.tanh, lambda h: h + 1.0]))
+    np.testing.assert_allclose(g2, 2.0 * (1 - np.tanh(2.0 * x0) ** 2))
+
+
+def test_the_sweep_takes_the_full_dispatcher_after_widen_limit(fresh_dispatch):
+    import compiler._sweep_generated as gen
+    sw = fresh_dispatch
+    x0 = rng.standard_normal(5)
+    ops = [tape.exp, tape.tanh, tape.sigmoid, tape.relu, lambda h: h * h]
+    for i, f in enumerate(ops):
+        g = _chain_grads(x0, [f])
+        want = {0: np.exp(x0), 1: 1 - np.tanh(x0) ** 2,
+                2: (1 / (1 + np.exp(-x0))) * (1 - 1 / (1 + np.exp(-x0))),
+                3: (x0 > 0).astype(float), 4: 2 * x0}[i]
+        np.testing.assert_allclose(g, want, rtol=1e-12)
+    assert sw._widened > sw.WIDEN_LIMIT and sw._kernel is gen.sweep
+
+
+def test_node_hook_records_run_alone_on_a_fresh_dispatcher(fresh_dispatch):
+    """A record a node hook runs by itself (tape/_node_hooks.py) widens the sweep first."""
+    x = tape.tensor(rng.standard_normal(4), requires_grad=True)
+    y = tape.sigmoid(x)
+    seen = []
+    y.grad_fn.register_hook(lambda gi, go: seen.append(gi[0].numpy().copy()))
+    (y * 3.0).sum().backward()
+    s = 1 / (1 + np.exp(-x.detach().numpy()))
+    np.testing.assert_allclose(x.grad.numpy(), 3 * s * (1 - s), rtol=1e-12)
+    np.testing.assert_allclose(seen[0], 3 * s * (1 - s), rtol=1e-12)
