@@ -86,6 +86,7 @@ class _Jit:
         self.fn = fn
         self.plans = {}
         self.counts = {'traces': 0, 'replays': 0, 'eager': 0}
+        self.untraced = {}          # why calls could not even be traced -> count
 
     def stats(self):
         """Counts of traces, replays and eager calls so far."""
@@ -93,12 +94,16 @@ class _Jit:
 
     def reasons(self):
         """Why each signature that runs eagerly does so."""
-        return [p.reason for p in self.plans.values() if isinstance(p, _Fallback)]
+        return ([p.reason for p in self.plans.values() if isinstance(p, _Fallback)]
+                + list(self.untraced))
 
     def __call__(self, args, kwargs):
         sig = _signature(args, kwargs)
         if sig is None or not grad_mode.enabled:
             self.counts['eager'] += 1
+            if sig is None and len(self.untraced) < 16:
+                why = _untraceable(args, kwargs)
+                self.untraced[why] = self.untraced.get(why, 0) + 1
             return self.fn(*args, **kwargs)
         plan = self.plans.get(sig)
         if plan is not None and (plan.consts or plan.objects or plan.params) \
@@ -146,6 +151,30 @@ def _signature(args, kwargs):
     if kwargs:
         key.append(tuple(sorted(kwargs)))
     return tuple(key)
+
+
+def _untraceable(args, kwargs):
+    """Why ``_signature`` gave up on a call (for ``fallback_reasons``)."""
+    named = [(f'argument {i}', a) for i, a in enumerate(args)]
+    named += [(f'argument {k!r}', kwargs[k]) for k in sorted(kwargs)]
+    for name, a in named:
+        if type(a) is Tensor:
+            if a._tape is not None:
+                return (f'{name} is the result of recorded ops (part of a graph): only '
+                        'leaves and constants are replayed')
+            d = a._data
+            if type(d) is not np.ndarray or d.dtype.kind != 'f':
+                return (f'{name} has dtype {np.result_type(d).name}: integer and bool '
+                        'tensors (indices, masks) are not replayed')
+        elif not _is_static(a):
+            if name.startswith("argument '"):
+                return f'{name} is an object passed by keyword, which is not tracked'
+            try:
+                weakref.ref(a)
+            except TypeError:
+                return (f'{name} is a {type(a).__name__}, which a trace cannot key on '
+                        '(pass tensors, numbers, strings or objects)')
+    return 'the call cannot be traced'
 
 
 class _Plan:

@@ -420,3 +420,32 @@ def test_a_parameter_out_of_reach_runs_eagerly():
     x = _t([3.0])
     assert f(x).item() == 6.0 and f(x).item() == 6.0
     assert 'out of reach' in f.fallback_reasons()[0]
+
+
+def test_calls_it_cannot_trace_say_why():
+    """Arguments a trace cannot key on run eagerly, and fallback_reasons says which."""
+    import tape.nn.functional as F
+    W = _t(np.ones((4, 3)) * 0.1, True)
+
+    @tape.jit
+    def loss(W, X, y):
+        return F.cross_entropy(X.mm(W), y)
+    X = _t(np.arange(8.0).reshape(2, 4))
+    y = tape.tensor([0, 2])
+    eager = F.cross_entropy(X.mm(W), y)
+    for _ in range(2):
+        got = loss(W, X, y)
+    np.testing.assert_allclose(got.item(), eager.item())
+    assert loss.stats() == {'traces': 0, 'replays': 0, 'eager': 2}
+    assert loss.fallback_reasons() == [
+        'argument 2 has dtype int64: integer and bool tensors (indices, masks) are not replayed']
+
+    @tape.jit
+    def g(x, opts):
+        return (x * 2).sum()
+    x = _t([1.0, 2.0], True)
+    g(x, [1])
+    g(x * 1.0, None)
+    reasons = g.fallback_reasons()
+    assert 'argument 1 is a list' in reasons[0]
+    assert 'argument 0 is the result of recorded ops' in reasons[1]
