@@ -165,7 +165,8 @@ def _untraceable(args, kwargs):
             d = a._data
             if type(d) is not np.ndarray or d.dtype.kind != 'f':
                 return (f'{name} has dtype {np.result_type(d).name}: integer and bool '
-                        'tensors (indices, masks) are not replayed')
+                        'tensors (indices, masks) are not replayed; cross_entropy with '
+                        'class probabilities (one-hot float targets) is')
         elif not _is_static(a):
             if name.startswith("argument '"):
                 return f'{name} is an object passed by keyword, which is not tracked'
