@@ -87,6 +87,8 @@ def replay(R, F, V, Vt, A, start, stop):
             if _fwd_div(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 4:  # pow
+            if n >= 512:
+                return k      # a transcendental over many elements: NumPy
             if _fwd_pow(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 5:  # maximum
@@ -114,27 +116,39 @@ def replay(R, F, V, Vt, A, start, stop):
             if _fwd_rdiv_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 17:  # pow_scalar
+            if n >= 512:
+                return k      # a transcendental over many elements: NumPy
             if _fwd_pow_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 18:  # rpow_scalar
+            if n >= 512:
+                return k      # a transcendental over many elements: NumPy
             if _fwd_rpow_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 21:  # neg
             if _fwd_neg(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 22:  # exp
+            if n >= 512:
+                return k      # a transcendental over many elements: NumPy
             if _fwd_exp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 23:  # log
+            if n >= 512:
+                return k      # a transcendental over many elements: NumPy
             if _fwd_log(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 24:  # sqrt
             if _fwd_sqrt(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 27:  # tanh
+            if n >= 512:
+                return k      # a transcendental over many elements: NumPy
             if _fwd_tanh(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 28:  # sigmoid
+            if n >= 512:
+                return k      # a transcendental over many elements: NumPy
             if _fwd_sigmoid(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         elif op == 29:  # relu

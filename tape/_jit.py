@@ -197,15 +197,22 @@ class _Plan:
             all(box[0] == version for box, version in self.consts)
 
     def run(self, args):
-        F = np.zeros(self.gpos)
+        # every slot is written before it is read: the arguments' by the fills
+        # below, each record's by its record
+        F = np.empty(self.gpos)
         for where, slot, size in self.fills:
             t = args[where] if type(where) is int else where
             F[slot:slot + size] = t._data.reshape(-1)
         V = np.empty(len(self.Vt))
         if self.replay is None:
             _replay(self.R, F, V, self.Vt, self.A, self.n)
-        elif self.replay(self.R, F, V, self.Vt, self.A, 0, self.n) >= 0:
-            raise RuntimeError('tape.jit: a traced record could not be replayed')
+        else:
+            k = self.replay(self.R, F, V, self.Vt, self.A, 0, self.n)
+            while k >= 0:
+                # a transcendental over many elements, handed back for NumPy
+                if not _numpy_record(self.R, F, V, self.Vt, k):
+                    raise RuntimeError('tape.jit: a traced record could not be replayed')
+                k = self.replay(self.R, F, V, self.Vt, self.A, k + 1, self.n)
         tape = Tape()
         tape.rec = bytearray(self.Rbytes)
         tape.n = self.n
@@ -250,6 +257,12 @@ class _Plan:
 
 
 _gen = None
+_NUMPY_FROM = _NUMPY_OPS = None
+
+
+def _numpy_record(R, F, V, Vt, k):
+    from compiler.replaygen import numpy_record
+    return numpy_record(R, F, V, Vt, k)
 
 def _replay_for(ops):
     """A replay dispatcher over just ``ops`` (compiler/replaygen.py's
@@ -263,9 +276,11 @@ def _replay_for(ops):
 
 
 def _replay(R, F, V, Vt, A, n):
-    global _gen
+    global _gen, _NUMPY_FROM, _NUMPY_OPS
     if _gen is None:
         from compiler import _replay_generated
+        from compiler.replaygen import NUMPY_FROM, NUMPY_OPS
+        _NUMPY_FROM, _NUMPY_OPS = NUMPY_FROM, NUMPY_OPS
         _gen = _replay_generated        # imported (and compiled) on first use only
     k = 0
     while k < n:
@@ -273,7 +288,11 @@ def _replay(R, F, V, Vt, A, n):
         if k < 0:
             return
         op, out, size, in0, in1, v, ax, x = (int(f) for f in R[k])
-        _gen.COLD_FWD[op](R.view(np.float64), F, V, Vt, A, k, out, size, in0, in1, v, ax, x)
+        if op not in _gen.COLD_FWD or (size >= _NUMPY_FROM and op in _NUMPY_OPS):
+            if not _numpy_record(R, F, V, Vt, k):
+                raise RuntimeError('tape.jit: a traced record could not be replayed')
+        else:
+            _gen.COLD_FWD[op](R.view(np.float64), F, V, Vt, A, k, out, size, in0, in1, v, ax, x)
         k += 1
 
 

@@ -455,3 +455,60 @@ def test_calls_it_cannot_trace_say_why():
     reasons = g.fallback_reasons()
     assert 'argument 1 is a list' in reasons[0]
     assert 'argument 0 is the result of recorded ops' in reasons[1]
+
+
+# A transcendental over NUMPY_FROM or more elements replays through NumPy
+# (compiler/replaygen.py numpy_record), not Numba's scalar libm loop.
+_F = tape.nn.functional
+_NUMPY_CASES = {
+    'exp': lambda x, y: tape.exp(x), 'log': lambda x, y: tape.log(y),
+    'sin': lambda x, y: tape.sin(x), 'cos': lambda x, y: tape.cos(x),
+    'tanh': lambda x, y: tape.tanh(x), 'sigmoid': lambda x, y: tape.sigmoid(x),
+    'exp2': lambda x, y: tape.exp2(x), 'expm1': lambda x, y: tape.expm1(x),
+    'log2': lambda x, y: tape.log2(y), 'log10': lambda x, y: tape.log10(y),
+    'log1p': lambda x, y: tape.log1p(y), 'tan': lambda x, y: tape.tan(x * 0.5),
+    'asin': lambda x, y: tape.asin(x * 0.3), 'acos': lambda x, y: tape.acos(x * 0.3),
+    'atan': lambda x, y: tape.atan(x), 'sinh': lambda x, y: tape.sinh(x),
+    'cosh': lambda x, y: tape.cosh(x), 'atan2': lambda x, y: tape.atan2(x, y),
+    'pow': lambda x, y: y ** x, 'pow_scalar': lambda x, y: y ** 2.5,
+    'rpow_scalar': lambda x, y: 2.0 ** x, 'silu': lambda x, y: tape.silu(x),
+    'gelu_tanh': lambda x, y: _F.gelu(x, approximate='tanh'),
+    'binary_cross_entropy': lambda x, y: _F.binary_cross_entropy(
+        tape.sigmoid(x), y / (1 + y), reduction='none'),
+}
+
+
+@pytest.mark.parametrize('name', sorted(_NUMPY_CASES))
+def test_transcendentals_over_many_elements_replay_through_numpy(name, monkeypatch):
+    from compiler import replaygen
+    from compiler.replaygen import NUMPY_FROM, NUMPY_OPS
+    from tape._rules import OP
+    assert OP[name] in NUMPY_OPS
+    ran = []
+    real = replaygen.numpy_record
+    monkeypatch.setattr(replaygen, 'numpy_record',
+                        lambda R, *a: ran.append(int(R[a[-1], 0])) or real(R, *a))
+    rng = np.random.default_rng(5)
+    n = NUMPY_FROM + 37
+    x = _t(rng.standard_normal(n) * 0.3, True)
+    y = _t(rng.random(n) + 0.5, True)
+    body = _NUMPY_CASES[name]
+    f = tape.jit(lambda x, y: (body(x, y) * 1.5).sum())
+    want = (body(x, y) * 1.5).sum()
+    gw = tape.autograd.grad(want, (x, y), allow_unused=True)
+    f(x, y)
+    got = f(x, y)
+    assert f.stats()['replays'] == 1 and OP[name] in ran
+    assert got.item() == pytest.approx(want.item(), rel=1e-12)
+    gg = tape.autograd.grad(got, (x, y), allow_unused=True)
+    for a, b in zip(gg, gw):
+        if b is None:
+            assert a is None
+        else:
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-11, atol=1e-13)
+
+
+def test_numpy_replay_covers_every_transcendental_rule():
+    from compiler.replaygen import NUMPY_OPS
+    from tape._rules import RULES
+    assert {RULES[op].name for op in NUMPY_OPS} == set(_NUMPY_CASES)
