@@ -380,7 +380,7 @@ of opcodes, calling the kernels of compiler/_sweep_generated.py."""
 import numpy as np
 from numba import njit
 
-from compiler._sweep_generated import BIG_FLAG, PYTHON_OP, {kernels}  # noqa: F401
+from compiler._sweep_generated import BIG_FLAG, PYTHON_OP{kernels}  # noqa: F401
 
 
 '''
@@ -395,7 +395,8 @@ def dispatcher_source(ops):
     ops = sorted(ops)
     names = sorted({f'_op_{RULES[op].name}' if RULES[op].kind == 'elementwise'
                     else f'_k_{RULES[op].kind}' for op in ops})
-    return (DISPATCHER.replace('{kernels}', ', '.join(names)) + SWEEP_HEAD + _branches(ops))
+    return (DISPATCHER.replace('{kernels}', ''.join(', ' + name for name in names))
+            + SWEEP_HEAD + _branches(ops))
 
 
 def write_or_check(target, src, argv, module):

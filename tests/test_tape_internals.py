@@ -171,3 +171,17 @@ def test_node_hook_records_run_alone_on_a_fresh_dispatcher(fresh_dispatch):
     s = 1 / (1 + np.exp(-x.detach().numpy()))
     np.testing.assert_allclose(x.grad.numpy(), 3 * s * (1 - s), rtol=1e-12)
     np.testing.assert_allclose(seen[0], 3 * s * (1 - s), rtol=1e-12)
+
+
+def test_a_first_graph_of_large_tensors_only(fresh_dispatch):
+    """A graph with no small record (every record large) needs a sweep of no ops."""
+    from tape._big import BIG
+    a = rng.standard_normal(BIG + 5)
+    x = tape.tensor(a, requires_grad=True)
+    tape.sigmoid(x).backward(tape.ones(BIG + 5, dtype=tape.float64))
+    s = 1 / (1 + np.exp(-a))
+    np.testing.assert_allclose(x.grad.numpy(), s * (1 - s), rtol=1e-12)
+    assert fresh_dispatch._ops == frozenset()
+    y = tape.tensor(a[:7], requires_grad=True)
+    (y * 2.0).sum().backward()              # then a small one widens it
+    np.testing.assert_allclose(y.grad.numpy(), 2.0)
