@@ -280,3 +280,43 @@ def test_lone_record_after_a_hook_on_its_output():
     y.register_hook(lambda g: g * 2)
     y.backward(tape.ones_like(y))
     np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - np.tanh(a) ** 2), rtol=1e-12)
+
+
+@pytest.mark.parametrize('name,fn,shapes', CASES, ids=[c[0] for c in CASES])
+def test_big_float32_matches_torch(name, fn, shapes):
+    """Float32 large tensors keep float32 gradients, computed in float32 as
+    PyTorch computes them (the fused and lone-record kernels write in the
+    tensor's dtype), to float32 accuracy."""
+    torch = pytest.importorskip('torch')
+    arrs = _inputs(shapes, np.float32)
+    xs = [tape.tensor(a, requires_grad=True) for a in arrs]
+    ys = [torch.tensor(a, requires_grad=True) for a in arrs]
+    for _ in range(2):          # the second step takes the fused kernels
+        for x, y in zip(xs, ys):
+            x.grad = y.grad = None
+        out, tout = fn(tape, *xs), fn(torch, *ys)
+        np.testing.assert_allclose(out.item(), tout.item(), rtol=1e-4)
+        out.backward()
+        tout.backward()
+        for x, y in zip(xs, ys):
+            assert x.grad.dtype == tape.float32
+            scale = np.abs(y.grad.numpy()).max() + 1e-30
+            np.testing.assert_allclose(x.grad.numpy() / scale, y.grad.numpy() / scale,
+                                       rtol=1e-4, atol=1e-5)
+
+
+def test_big_mixed_dtypes_match_torch():
+    """float32 times float64 over large tensors: a float64 result, and each
+    input's gradient in its own dtype."""
+    torch = pytest.importorskip('torch')
+    a = rng.standard_normal((ROWS, 100)).astype(np.float32)
+    b = rng.standard_normal((ROWS, 100))
+    x, y = tape.tensor(a, requires_grad=True), tape.tensor(b, requires_grad=True)
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    for _ in range(2):
+        x.grad = y.grad = tx.grad = ty.grad = None
+        (tape.tanh(x * y) * x).sum().backward()
+        (torch.tanh(tx * ty) * tx).sum().backward()
+        assert x.grad.dtype == tape.float32 and y.grad.dtype == tape.float64
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6, atol=1e-7)
