@@ -100,7 +100,7 @@ def kernel(R):
     return fn
 
 
-def reset_dispatch(dispatch=DISPATCH):
+def reset_dispatch(dispatch=True):
     """Forget the current sweep (the next backward builds one); for tests."""
     global _kernel, _ops, DISPATCH, _widened
     with _lock:
