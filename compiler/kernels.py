@@ -199,6 +199,14 @@ def erf_array(x):
     return out
 
 
+@njit(cache=True, error_model='numpy')
+def recip1p(e):
+    """e = 1 / (1 + e) in place, in e's own dtype (the tail of NumPy's sigmoid)."""
+    one = e.dtype.type(1.0)
+    for i in range(e.shape[0]):
+        e[i] = one / (one + e[i])
+
+
 @njit(cache=True)
 def accumulate(dst, G, start):
     """dst += G[start : start + dst.size] (a leaf's .grad from the arena).

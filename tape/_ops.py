@@ -613,9 +613,24 @@ def _unary(name, npf):
 
 
 def _np_sigmoid(x):
-    # 1/(1+exp(-x)) overflows for very negative x; this form does not
+    """1 / (1 + exp(-x)); exp overflows to inf for very negative x, giving 0."""
     with np.errstate(over='ignore'):
+        if type(x) is np.ndarray and x.size >= 256 and x.dtype.kind == 'f' \
+                and x.flags.c_contiguous:
+            # NumPy's exp, then one in-place pass for 1 / (1 + e) instead of two
+            # NumPy passes and their temporaries; the same float operations
+            e = np.negative(x)
+            np.exp(e, out=e)
+            _recip1p(e.reshape(-1))
+            return e
         return 1.0 / (1.0 + np.exp(-x))
+
+
+def _recip1p(e):
+    global _recip1p
+    from compiler.kernels import recip1p
+    _recip1p = recip1p                # import (and compile) on first use only
+    recip1p(e)
 
 
 def _np_relu(x):
