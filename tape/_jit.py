@@ -482,7 +482,7 @@ def _trace(fn, args, kwargs):
     if tape.big or tape.py or tape.hooks or tape.dirty or tape.xslots or tape.released \
             or tape.freed is not None:
         return _Fallback('the tape has large-tensor, Python, hooked or in-place records')
-    R, V, A = pack(tape)
+    R, V, A = pack(tape, f64=True)         # the replay computes in float64
     ok, why = replayable(R)
     if not ok:
         return _Fallback(why)

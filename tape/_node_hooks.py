@@ -332,7 +332,7 @@ def _alone(tape, row, V, A, seed_slot, seed_size, seed):
     from ._sweep import _python_record, kernel
     R1 = np.array([row], dtype=np.int64)
     size = max(tape.gpos, 1)
-    G = np.zeros(size)
+    G = np.zeros(size, V.dtype)          # the arena's dtype follows V's (tape/_sweep.py pack)
     reach = np.zeros(size, np.uint8)
     store = Grads(G, reach)
     store.add(seed_slot, seed_size, seed)

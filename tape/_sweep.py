@@ -31,6 +31,8 @@ SECOND_BACKWARD = (
     'calling backward.')
 
 _EMPTY_F = np.zeros(1)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 _EMPTY_I = np.zeros(1, dtype=np.int64)
 _kernel = None
 _cold_table = None
@@ -107,24 +109,41 @@ def reset_dispatch(dispatch=True):
         _kernel, _ops, DISPATCH, _widened = None, frozenset(), dispatch, 0
 
 
-def pack(tape):
+def pack(tape, f64=False):
     """The tape as arrays: R (records), V (saved values), A (int attributes).
+
+    V, and with it the gradient arena of a sweep, is float32 when every saved
+    value and every leaf is float32 (a float32 model: its gradients are then
+    computed in float32, as PyTorch computes them, without a float64 round
+    trip per array), else float64; ``f64`` forces float64.
 
     R is a copy: a view would lock the tape's bytearray against growing for
     as long as anything (an exception's traceback, say) holds it.
     """
     packed = tape.packed
-    if packed is not None and packed[0] == tape.n:
+    if packed is not None and packed[0] == tape.n and not (f64 and packed[2].dtype != _F64):
         return packed[1:]
     R = np.frombuffer(tape.rec, np.int64).reshape(-1, REC).copy()
     saved, attrs = tape.saved, tape.attrs
     if tape.freed is not None:
         fv, fa = tape.freed
-        saved = [np.zeros(fv)] + saved
+        saved = [np.zeros(fv, np.float32)] + saved
         attrs = [np.zeros(fa, np.int64)] + attrs
-    V = np.concatenate(saved, axis=None, dtype=np.float64) if saved else _EMPTY_F
+    if saved:
+        V = np.concatenate(saved, axis=None)    # float32 only if every part is
+        if V.dtype != _F32 or f64 or any(leaf._data.dtype != _F32 for leaf, _ in tape.leaves):
+            V = V.astype(np.float64, copy=False)
+    else:
+        V = _EMPTY_F
     A = np.concatenate(attrs, axis=None, dtype=np.int64) if attrs else _EMPTY_I
     return R, V, A
+
+
+def _arena_for(V, roots):
+    """V as the sweep needs it: float64 when a root (the seed's tensor) is not float32."""
+    if V.dtype == _F32 and any(r._data.dtype != _F32 for r in roots):
+        return V.astype(np.float64)
+    return V
 
 
 def _graph_of(roots):
@@ -190,7 +209,8 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             if r._tape is tape and tape.is_dead(r._rec):
                 raise RuntimeError(SECOND_BACKWARD)
     R, V, A = pack(tape)
-    G = np.zeros(tape.gpos)
+    V = _arena_for(V, roots)
+    G = np.zeros(tape.gpos, V.dtype)
     reach = np.zeros(tape.gpos, np.uint8)
     store = Grads(G, reach)
     start = -1
@@ -259,7 +279,9 @@ def run_scalar(root, retain_graph):
     if dead and tape.is_dead(root._rec):
         raise RuntimeError(SECOND_BACKWARD)
     R, V, A = pack(tape)
-    G = np.zeros(tape.gpos)
+    if V.dtype == _F32 and root._data.dtype != _F32:
+        V = V.astype(np.float64)
+    G = np.zeros(tape.gpos, V.dtype)
     reach = np.zeros(tape.gpos, np.uint8)
     G[root._goff] = 1.0
     reach[root._goff] = 1

@@ -185,3 +185,35 @@ def test_a_first_graph_of_large_tensors_only(fresh_dispatch):
     y = tape.tensor(a[:7], requires_grad=True)
     (y * 2.0).sum().backward()              # then a small one widens it
     np.testing.assert_allclose(y.grad.numpy(), 2.0)
+
+
+# ------------------------------------------------- the arena's dtype (pack)
+def test_a_float32_graph_sweeps_in_float32():
+    """Every saved value and leaf float32: the arena is float32, as PyTorch computes."""
+    from tape._sweep import pack
+    torch = pytest.importorskip('torch')
+    a = rng.standard_normal((20, 30)).astype(np.float32)
+    x, tx = tape.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y = (tape.sigmoid(x) * x).sum()
+    assert pack(y._tape)[1].dtype == np.float32
+    y.backward()
+    (torch.sigmoid(tx) * tx).sum().backward()
+    assert x.grad.dtype == tape.float32
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=2e-6, atol=1e-7)
+
+
+def test_a_float64_leaf_or_root_keeps_a_float64_arena():
+    from tape._sweep import pack
+    y32 = tape.tensor(rng.standard_normal(5).astype(np.float32), requires_grad=True)
+    x64 = tape.tensor(rng.standard_normal(5), requires_grad=True)
+    z = (y32 * y32).sum() + (x64 * 0.1).sum()
+    assert pack(z._tape)[1].dtype == np.float64
+    z.backward()
+    assert np.all(x64.grad.numpy() == 0.1)              # not float32's 0.1
+    # float32 leaves and saved values, a float64 root: the seed's dtype wins
+    w = tape.tensor(rng.standard_normal(5).astype(np.float32), requires_grad=True)
+    c = tape.tensor(np.full(5, 1 / 3))
+    r = ((w * w) + c).sum()
+    assert r.dtype == tape.float64
+    r.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * w.detach().numpy(), rtol=1e-7)
