@@ -14,12 +14,13 @@ runs and viewed as an ``(n, 8)`` int64 array at backward:
     7 x      the record's scalar constant as float64 bits (the 2 of ``x * 2``,
              the 1/n of a mean); for expand/take the input's size
 
-A *slot* is an offset into one float64 gradient arena ``G``; a tensor with
+A *slot* is an offset into one gradient arena ``G`` (float64, or float32 for
+a graph that is float32 throughout: see ``tape/_sweep.py`` pack); a tensor with
 k elements owns G[slot : slot+k], flattened in C order.  Slots are handed out
 in recording order, so they never overlap and need no table.  Leaves get a
 slot the first time a tape meets them.
 
-``V`` is ``np.concatenate(saved, axis=None, dtype=float64)``: the saved
+``V`` is ``np.concatenate(saved, axis=None)`` in G's dtype: the saved
 arrays are kept by reference while recording (no copy per op), and made into
 one buffer when the tape is swept.  ``A`` is the same for integer attributes.
 The sweep also gets ``RF``, the records viewed as float64, to read constants.
