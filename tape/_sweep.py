@@ -129,7 +129,13 @@ def pack(tape, f64=False):
         fv, fa = tape.freed
         saved = [np.zeros(fv, np.float32)] + saved
         attrs = [np.zeros(fa, np.int64)] + attrs
-    if saved:
+    if len(saved) == 1 and type(saved[0]) is np.ndarray and saved[0].flags.c_contiguous \
+            and saved[0].flags.writeable and saved[0].dtype in (_F32, _F64):
+        # (writeable: Numba compiles a read-only array as another type)
+        V = saved[0].reshape(-1)                # one saved array: a view, no copy
+        if V.dtype != _F64 and (f64 or any(leaf._data.dtype != _F32 for leaf, _ in tape.leaves)):
+            V = V.astype(np.float64)
+    elif saved:
         V = np.concatenate(saved, axis=None)    # float32 only if every part is
         if V.dtype != _F32 or f64 or any(leaf._data.dtype != _F32 for leaf, _ in tape.leaves):
             V = V.astype(np.float64, copy=False)
