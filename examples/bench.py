@@ -12,7 +12,9 @@ What it measures
     ``torch.set_num_threads(1)``; NumPy's BLAS and Numba through the
     ``*_NUM_THREADS`` variables set below before NumPy is imported.  A timing
     is the median over repeats of the time per call; each repeat runs the call
-    enough times to last at least ``target`` seconds, after a warm-up (tape's
+    enough times to last at least ``target`` seconds, the libraries' repeats
+    taken in turn so that a machine slowing down for a while slows both sides
+    of a ratio, after a warm-up (tape's
     first backward loads or compiles the Numba sweep; that cost is W8's
     subject, not the other rows').  Before timing, tape's gradients are
     compared with PyTorch's from the same inputs (after two calls, so W2's
@@ -592,6 +594,39 @@ def measure(step, cfg, inner=None):
     return statistics.median(_run_n(step, inner) / inner for _ in range(cfg.repeats))
 
 
+def measure_interleaved(steps, cfg, inner=None):
+    """Median seconds per call of each library's step, the libraries' repeats
+    taken in turn (torch, tape, torch, tape, ...): a machine that slows down
+    for a few seconds then slows both sides of a ratio, not one.
+
+    Returns (medians, failures): a library whose step raises is dropped, its
+    exception in ``failures``."""
+    counts, failures = {}, {}
+    steps = dict(steps)
+    for name, step in list(steps.items()):
+        try:
+            for _ in range(cfg.warmup):
+                step()
+            if inner is None:
+                t1 = max(_run_n(step, 1), 1e-7)
+                counts[name] = max(1, int(np.ceil(cfg.target / t1)))
+            else:
+                counts[name] = inner
+        except Exception as e:  # noqa: BLE001  (report and go on)
+            failures[name] = e
+            del steps[name]
+    times = {name: [] for name in steps}
+    for _ in range(cfg.repeats):
+        for name, step in list(steps.items()):
+            try:
+                times[name].append(_run_n(step, counts[name]) / counts[name])
+            except Exception as e:  # noqa: BLE001
+                failures[name] = e
+                del steps[name]
+                del times[name]
+    return {name: statistics.median(ts) for name, ts in times.items()}, failures
+
+
 def measure_split(prepare, timed, cfg):
     """Median seconds of ``timed(prepare())``, not counting ``prepare``."""
     for _ in range(cfg.warmup):
@@ -796,6 +831,7 @@ def run_workloads(selected, libs, mods, d, cfg, rep):
         cells = {}
         grads = {}
         inner = cfg.w4_iters if key == 'W4' else None
+        steps = {}
         for name in libs:
             if name in mods:
                 mod = mods[name]
@@ -817,12 +853,17 @@ def run_workloads(selected, libs, mods, d, cfg, rep):
                     step()
                     step()
                     grads[name] = get()
-                step, _ = make()
-                cells[name] = measure(step, cfg, inner)
+                steps[name] = make()[0]
             except Exception as e:  # noqa: BLE001  (report and go on)
                 cells[name] = None
                 grads.pop(name, None)
                 rep.note(_failure(name, label, e))
+        medians, failures = measure_interleaved(steps, cfg, inner)
+        cells.update(medians)
+        for name, e in failures.items():
+            cells[name] = None
+            grads.pop(name, None)
+            rep.note(_failure(name, label, e))
         ref = grads.get('torch')
         for name, g in grads.items():
             if name == 'torch':
