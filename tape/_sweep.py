@@ -94,10 +94,11 @@ def _extend(R):
 
 
 def kernel(R):
-    """The compiled sweep, able to dispatch every hot opcode of the records R."""
+    """The compiled sweep, able to dispatch every hot opcode of the records R
+    (a row or two: a record run by itself; a whole tape's misses are widened
+    as the sweep meets them, in ``_python_record``)."""
     fn = _kernel
-    if fn is None or (len(R) <= 2 and not all(int(op) in _ops or int(op) not in _hot_ops()
-                                              for op in R[:, 0])):
+    if fn is None or not all(int(op) in _ops or int(op) not in _hot_ops() for op in R[:, 0]):
         fn = _extend(R)
     return fn
 
@@ -133,11 +134,11 @@ def pack(tape, f64=False):
             and saved[0].flags.writeable and saved[0].dtype in (_F32, _F64):
         # (writeable: Numba compiles a read-only array as another type)
         V = saved[0].reshape(-1)                # one saved array: a view, no copy
-        if V.dtype != _F64 and (f64 or any(leaf._data.dtype != _F32 for leaf, _ in tape.leaves)):
+        if V.dtype != _F64 and (f64 or _wide_leaf(tape)):
             V = V.astype(np.float64)
     elif saved:
         V = np.concatenate(saved, axis=None)    # float32 only if every part is
-        if V.dtype != _F32 or f64 or any(leaf._data.dtype != _F32 for leaf, _ in tape.leaves):
+        if V.dtype != _F32 or f64 or _wide_leaf(tape):
             V = V.astype(np.float64, copy=False)
     else:
         V = _EMPTY_F
@@ -145,10 +146,20 @@ def pack(tape, f64=False):
     return R, V, A
 
 
+def _wide_leaf(tape):
+    """Is a leaf of the tape wider than float32 (so the arena must be float64)?"""
+    for leaf, _ in tape.leaves:
+        if leaf._data.dtype != _F32:
+            return True
+    return False
+
+
 def _arena_for(V, roots):
     """V as the sweep needs it: float64 when a root (the seed's tensor) is not float32."""
-    if V.dtype == _F32 and any(r._data.dtype != _F32 for r in roots):
-        return V.astype(np.float64)
+    if V.dtype == _F32:
+        for r in roots:
+            if r._data.dtype != _F32:
+                return V.astype(np.float64)
     return V
 
 
@@ -219,6 +230,8 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     G = np.zeros(tape.gpos, V.dtype)
     reach = np.zeros(tape.gpos, np.uint8)
     store = Grads(G, reach)
+    if _kernel is None:
+        _extend(R)
     start = -1
     for r, g in zip(roots, grads):
         if r._tape is None:
@@ -231,7 +244,6 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             store.add(s, r._data.size, g)
         if r._rec > start:
             start = r._rec
-    kernel(R)
     # non-leaf tensors whose gradient autograd.grad returns must not be fused away
     keep = {x._goff for x in inputs if x._tape is tape} if inputs is not None else ()
     hooks = tape.hooks
