@@ -144,7 +144,7 @@ class Grads:
 
 def sweep_record(tape, k, R, A, grads):
     """Run big record k: read its output's gradient, add its inputs' gradients."""
-    op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
+    op, go, n, g0, g1, v, ax, x = R[k].tolist()
     if not grads.reached(go):
         return
     op &= ~BIG_FLAG
@@ -221,7 +221,7 @@ def _via_kernel(k, R, meta, g, grads):
     written for the kind serves big tensors too, at the price of copies.
     """
     from ._sweep import kernel
-    op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
+    op, go, n, g0, g1, v, ax, x = R[k].tolist()
     sizes = [int(np.prod(s)) for s in meta.in_shapes]
     s0 = sizes[0] if g0 >= 0 else 0
     s1 = sizes[1] if g1 >= 0 and len(sizes) > 1 else 0

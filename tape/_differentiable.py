@@ -261,7 +261,7 @@ def _accumulate_tensor(leaf, g):
 
 
 def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
-    op, go, n, g0, g1, v, ax, x = (int(f) for f in R[k])
+    op, go, n, g0, g1, v, ax, x = R[k].tolist()
     g = acc.get(go)
     if g is None:
         return

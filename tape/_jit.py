@@ -287,7 +287,7 @@ def _replay(R, F, V, Vt, A, n):
         k = _gen.replay(R, F, V, Vt, A, k, n)
         if k < 0:
             return
-        op, out, size, in0, in1, v, ax, x = (int(f) for f in R[k])
+        op, out, size, in0, in1, v, ax, x = R[k].tolist()
         if op not in _gen.COLD_FWD or (size >= _NUMPY_FROM and op in _NUMPY_OPS):
             if not _numpy_record(R, F, V, Vt, k):
                 raise RuntimeError('tape.jit: a traced record could not be replayed')

@@ -306,7 +306,7 @@ def _node_inputs(tape, k, row, R, A, out_shape, out_dtype, out_exact):
         slot, size = s, e.dsize
         j = None if s in leaf_of else _producer_rec(R, k, s)
         while j is not None and (int(R[j, 0]) & ~BIG_FLAG) == _BROADCAST:
-            brow = tuple(int(f) for f in R[j])
+            brow = tuple(R[j].tolist())
             e.chain.append(brow)
             slot, size = brow[3], brow[7]
             j = None if slot in leaf_of else _producer_rec(R, j, slot)
@@ -380,7 +380,7 @@ def _record_vjp(tape, row, V, A, g, inputs):
 def run_node(node, grads, tape, k, R, V, A):
     """Node hooks of record k at the compiled sweep's stop: pre hooks, the record's
     backward alone, post hooks, then its input gradients into ``grads``."""
-    row = tuple(int(f) for f in R[k])
+    row = tuple(R[k].tolist())
     op = row[0] & ~BIG_FLAG
     outs = _outputs(node, tape, row)
     if op == _PYTHON:
@@ -512,7 +512,7 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
     from . import _ops
     from ._differentiable import _add
     from ._grad_mode import enable_grad
-    row = tuple(int(f) for f in R[k])
+    row = tuple(R[k].tolist())
     op = row[0] & ~BIG_FLAG
     outs = _outputs(node, tape, row)
     given = tuple(_ops.reshape(acc[s], shape) if s >= 0 and acc.get(s) is not None else None

@@ -184,7 +184,7 @@ def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=Fa
     if cold is not None:
         # a rule outside the sweep's hot set (compiler/codegen.py); the sweep
         # already checked its reach and marked its inputs
-        go, n, g0, g1, v, ax, x = (int(f) for f in R[k, 1:])
+        go, n, g0, g1, v, ax, x = R[k, 1:].tolist()
         if cold(R.view(np.float64), G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
             return _python_record(tape, k, R, G, V, A, reach, grads, stop, keep, True)
         return k
