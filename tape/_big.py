@@ -292,49 +292,51 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
     n = int(R[k, 2])
     RF = R.view(np.float64)
     run = []
+    fields = {}                 # record -> its fields as Python ints
     j = k
     while j > stop:
-        op = int(R[j, 0])
-        if not op & BIG_FLAG or RULES[op & ~BIG_FLAG].kind != 'elementwise' \
-                or int(R[j, 2]) != n:
+        row = R[j].tolist()
+        op = row[0]
+        if not op & BIG_FLAG or RULES[op & ~BIG_FLAG].kind != 'elementwise' or row[2] != n:
             break
         run.append(j)
+        fields[j] = row
         j -= 1
     lowest = run[-1]
     # which records are reached, and which slots never leave the run
-    produced = {int(R[j, 1]) for j in run}
+    produced = {fields[j][1] for j in run}
     live = []
     for j in run:
-        go = int(R[j, 1])
+        go = fields[j][1]
         if not grads.reached(go):
             continue
         live.append(j)
-        for s in (int(R[j, 3]), int(R[j, 4])):
+        for s in (fields[j][3], fields[j][4]):
             if s >= 0:
                 grads.mark(s)
     for j in live:
-        if not tape.big[int(R[j, 5])].saved and RULES[int(R[j, 0]) & ~BIG_FLAG].saves:
+        if not tape.big[fields[j][5]].saved and RULES[fields[j][0] & ~BIG_FLAG].saves:
             # a record this sweep needs was freed by an earlier backward
             from ._sweep import SECOND_BACKWARD
             raise RuntimeError(SECOND_BACKWARD)
-    if len(live) == 1 and len(run) == 1 and _sweep_one(tape, k, R, RF, grads, n):
+    if len(live) == 1 and len(run) == 1 and _sweep_one(tape, k, fields, RF, grads, n):
         return lowest
     scratch_slots = {s for s in produced if s not in grads.big and s not in keep}
-    if live and _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
+    if live and _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
         return lowest
     kern = _chunk_kernels()
     plan = []
     full = {}
     fresh = []
     for j in live:
-        op = int(R[j, 0]) & ~BIG_FLAG
+        op = fields[j][0] & ~BIG_FLAG
         rule = RULES[op]
-        meta = tape.big[int(R[j, 5])]
+        meta = tape.big[fields[j][5]]
         shape = meta.out_shape
         saved = {name: _flat_as(arr, shape) for name, arr in meta.saved.items()}
         consts = [float(RF[j, f]) for f in (7, 6)]
         targets = []
-        for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
+        for pos, s in enumerate((fields[j][3], fields[j][4])):
             if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
                 targets.append(None)
             elif s in scratch_slots:
@@ -351,7 +353,7 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
                         cur = np.array(cur, np.float64).ravel()
                     full[s] = cur.reshape(-1)
                 targets.append(('full', s))
-        go = int(R[j, 1])
+        go = fields[j][1]
         src = ('scratch', go) if go in scratch_slots else ('full', go)
         if src[0] == 'full' and go not in full:
             g = grads.big.get(go)
@@ -396,7 +398,7 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
     return lowest
 
 
-def _sweep_one(tape, j, R, RF, grads, n):
+def _sweep_one(tape, j, fields, RF, grads, n):
     """A lone big elementwise record: its chunk kernel over whole arrays, in their dtypes.
 
     The usual shape of a medium-sized graph (``sigmoid(x).backward(g)``): no
@@ -404,14 +406,14 @@ def _sweep_one(tape, j, R, RF, grads, n):
     without a float64 round trip.  Returns False, having done nothing, where
     the general path must run (a broadcast or missing output gradient).
     """
-    g = grads.big.get(int(R[j, 1]))
+    g = grads.big.get(fields[j][1])
     if g is None or g.size != n or not g.flags.c_contiguous:
         return False
-    rule = RULES[int(R[j, 0]) & ~BIG_FLAG]
-    meta = tape.big[int(R[j, 5])]
+    rule = RULES[fields[j][0] & ~BIG_FLAG]
+    meta = tape.big[fields[j][5]]
     targets = []
     fresh = []
-    for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
+    for pos, s in enumerate((fields[j][3], fields[j][4])):
         if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
             targets.append(_EMPTY)
             fresh.append(False)
@@ -419,7 +421,7 @@ def _sweep_one(tape, j, R, RF, grads, n):
         dtype = meta.in_dtypes[pos] if pos < len(meta.in_dtypes) else None
         dtype = np.dtype(np.float64) if dtype is None else dtype
         cur = grads.big.get(s)
-        if cur is None and pos == 1 and int(R[j, 3]) == s:
+        if cur is None and pos == 1 and fields[j][3] == s:
             cur = targets[0]                 # x op x: both gradients go to one array
             fresh.append(False)
         elif cur is None:
@@ -453,7 +455,7 @@ def _flat_as(arr, shape):
     return np.ravel(arr)
 
 
-def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
+def _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
     """Sweep the live records of a run in one generated pass (compiler/fuse.py).
 
     Returns False, having done nothing, when the run has no compiled kernel
@@ -469,10 +471,10 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
     rows = []
     out_dtypes = []             # per out: its tensor's dtype (float32 stays float32)
     for j in live:
-        rule = RULES[int(R[j, 0]) & ~BIG_FLAG]
-        in_dtypes = tape.big[int(R[j, 5])].in_dtypes
+        rule = RULES[fields[j][0] & ~BIG_FLAG]
+        in_dtypes = tape.big[fields[j][5]].in_dtypes
         targets = []
-        for pos, s in enumerate((int(R[j, 3]), int(R[j, 4]))):
+        for pos, s in enumerate((fields[j][3], fields[j][4])):
             if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
                 targets.append(None)
             elif s in scratch_slots:
@@ -493,7 +495,7 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
     zeros = []
     consts = []
     for j, rule, targets in rows:
-        go = int(R[j, 1])
+        go = fields[j][1]
         if go in scratch_slots:
             src = [('local', inner.setdefault(go, len(inner)))]
         else:
@@ -516,7 +518,7 @@ def _sweep_fused(tape, live, R, RF, grads, n, scratch_slots):
                     run.ins.append(g[:1] if bcast else g)
                     run.in_bcast.append(bcast)
                     src.append(('in', len(run.ins) - 1))
-        meta = tape.big[int(R[j, 5])]
+        meta = tape.big[fields[j][5]]
         saved = {}
         for name, arr in meta.saved.items():
             k = saved_ids.get(id(arr))
