@@ -28,9 +28,12 @@ LIMIT = 1 << 30
 # in-place update of a misaligned float32 array (an optimizer step on a
 # 784x256 weight) measured 1.6x slower than of an aligned one on these
 # machines, as vector loads and stores straddle cache lines.  PyTorch's
-# allocator aligns to 64 bytes too.
+# allocator aligns to 64 bytes too.  Smaller arrays are not aligned: finding
+# an array's address (``ctypes.data``) builds Python objects, 0.8 us alone but
+# 6-9 us right after a large matrix product has flushed the caches, which in
+# an MLP step cost more than the alignment saved.
 ALIGN = 64
-ALIGN_MIN = 4096
+ALIGN_MIN = 1 << 18
 
 
 def _request(shape, dtype):

@@ -217,3 +217,15 @@ def test_a_float64_leaf_or_root_keeps_a_float64_arena():
     assert r.dtype == tape.float64
     r.backward()
     np.testing.assert_allclose(w.grad.numpy(), 2 * w.detach().numpy(), rtol=1e-7)
+
+
+def test_large_new_arrays_are_cache_line_aligned():
+    """Arrays of ALIGN_MIN bytes or more start on a 64-byte boundary (an
+    optimizer's in-place update of a misaligned one measured 1.6x slower)."""
+    from tape._pool import ALIGN, ALIGN_MIN, aligned_empty, pool
+    for make in (lambda: aligned_empty((ALIGN_MIN // 4 + 3,), np.float32),
+                 lambda: pool.empty((2 << 20) // 8, np.float64),
+                 lambda: tape.randn(784, 256)._data):
+        for _ in range(4):
+            a = make()
+            assert a.ctypes.data % ALIGN == 0 and a.flags.c_contiguous and a.flags.writeable
