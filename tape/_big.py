@@ -261,7 +261,8 @@ def _sum_to(g, shape):
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
                                       if s == 1 and g.shape[i + lead] != 1)
-    out = g.sum(axis=axes, keepdims=True) if axes else g
+    # np.add.reduce: ndarray.sum's own reduction without its Python wrapper
+    out = np.add.reduce(g, axis=axes, keepdims=True) if axes else g
     return out.reshape(shape)
 
 
