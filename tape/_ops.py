@@ -329,7 +329,14 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
     if n >= BIG or a._data.size >= BIG or (b is not None and b._data.size >= BIG):
         ins = (a._data,) if b is None else (a._data, b._data)
         saved_d = dict(zip('ab', saved)) if saved is not None else {}
-        meta = BigRecord(saved_d, out, ins, attrs=big_attrs if big_attrs is not None else attrs)
+        battrs = big_attrs if big_attrs is not None else attrs
+        if type(out) is np.ndarray and all(type(i) is np.ndarray for i in ins):
+            # BigRecord's own inspection (np.shape, np.result_type) costs ~1 us an array
+            meta = BigRecord.of(saved_d, out.shape, _float_dtype(out.dtype),
+                                [i.shape for i in ins], [_float_dtype(i.dtype) for i in ins],
+                                battrs)
+        else:
+            meta = BigRecord(saved_d, out, ins, attrs=battrs)
         if scale is not None:
             return _big_record(tape, op, out, n, g0, g1, meta, ax=ax, const=scale)
         return _big_record(tape, op, out, n, g0, g1, meta, ax=ax, x=x)
