@@ -21,7 +21,7 @@ import numpy as np
 from ._pool import pool
 from ._rules import RULES
 
-BIG = 16384           # elements
+BIG = 16384            # elements
 BIG_FLAG = 1 << 20     # or-ed into the opcode of a big record
 # Big slots are numbered from here, in a space of their own: G and the reach
 # flags cover small slots only, so a graph over large tensors does not make
@@ -420,12 +420,10 @@ def _sweep_one(tape, j, fields, RF, grads, n):
             fresh.append(False)
             continue
         dtype = meta.in_dtypes[pos] if pos < len(meta.in_dtypes) else None
-        dtype = np.dtype(np.float64) if dtype is None else dtype
+        dtype = _F64 if dtype is None else dtype
+        # (x op x: the second input finds the array the first stored below)
         cur = grads.big.get(s)
-        if cur is None and pos == 1 and fields[j][3] == s:
-            cur = targets[0]                 # x op x: both gradients go to one array
-            fresh.append(False)
-        elif cur is None:
+        if cur is None:
             cur = pool.empty(n, dtype)
             grads.big[s] = cur
             fresh.append(True)
