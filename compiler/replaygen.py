@@ -470,7 +470,7 @@ _NUMPY_FUNCS = {
     'tan': np.tan, 'asin': np.arcsin, 'acos': np.arccos, 'atan': np.arctan, 'sinh': np.sinh,
     'cosh': np.cosh, 'atan2': np.arctan2, 'maximum': np.maximum, 'minimum': np.minimum,
     'power': np.power, 'pow': np.power,
-    'sigmoid': lambda a: 1.0 / (1.0 + np.exp(-a)),
+    'sigmoid': lambda a: _np_sigmoid(a),      # eager's own
 }
 _CHEAP = frozenset({'maximum', 'minimum'})
 _NUMPY_GLOBALS = {'__builtins__': {}, **_NUMPY_FUNCS}
@@ -490,6 +490,11 @@ def _numpy_rule(rule):
 
 
 NUMPY_OPS = frozenset(r.op for r in RULES if _numpy_rule(r))
+
+
+def _np_sigmoid(a):
+    from tape._ops import _np_sigmoid as sigmoid
+    return sigmoid(a)
 _numpy_fns = {}
 
 

@@ -133,7 +133,8 @@ def _signature(args, kwargs):
     for i, a in enumerate(args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]):
         if type(a) is Tensor:
             d = a._data
-            if a._tape is not None or type(d) is not np.ndarray or d.dtype.kind != 'f':
+            if a._tape is not None or not isinstance(d, (np.ndarray, np.floating)) \
+                    or d.dtype.kind != 'f':
                 return None                 # a non-leaf (part of a graph) or not float
             key.append((d.shape, d.dtype, a._rg))
         elif _is_static(a):
@@ -163,10 +164,11 @@ def _untraceable(args, kwargs):
                 return (f'{name} is the result of recorded ops (part of a graph): only '
                         'leaves and constants are replayed')
             d = a._data
-            if type(d) is not np.ndarray or d.dtype.kind != 'f':
+            if np.result_type(d).kind != 'f':
                 return (f'{name} has dtype {np.result_type(d).name}: integer and bool '
                         'tensors (indices, masks) are not replayed; cross_entropy with '
                         'class probabilities (one-hot float targets) is')
+
         elif not _is_static(a):
             if name.startswith("argument '"):
                 return f'{name} is an object passed by keyword, which is not tracked'

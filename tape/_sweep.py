@@ -297,8 +297,7 @@ def run_scalar(root, retain_graph):
     if dead and tape.is_dead(root._rec):
         raise RuntimeError(SECOND_BACKWARD)
     R, V, A = pack(tape)
-    if V.dtype == _F32 and root._data.dtype != _F32:
-        V = V.astype(np.float64)
+    V = _arena_for(V, (root,))
     G = np.zeros(tape.gpos, V.dtype)
     reach = np.zeros(tape.gpos, np.uint8)
     G[root._goff] = 1.0

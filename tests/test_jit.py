@@ -535,3 +535,18 @@ def test_random_programs_replay_like_eager(seed):
             assert a is None
         else:
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_a_0d_tensor_computed_without_grad_is_an_argument_like_any():
+    """A 0-d op result (its payload a NumPy scalar) traces and replays with new values."""
+    f = tape.jit(lambda s, y: (s * y).sum())
+    y = _t([1.0, 2.0], True)
+    for v in (3.0, 4.0, 5.0):
+        with tape.no_grad():
+            s = tape.tensor(1.0, dtype=tape.float64) * v
+        out = f(s, y)
+        out.backward()
+        assert out.item() == 3 * v
+        np.testing.assert_allclose(y.grad.numpy(), [v, v])
+        y.grad = None
+    assert f.stats() == {'traces': 1, 'replays': 2, 'eager': 0}
