@@ -319,9 +319,14 @@ def _kernel_fn(name, doc, body, args=_KERNEL_ARGS):
     return ''.join(lines)
 
 
+def _kernel_name(rule):
+    """The generated kernel that runs ``rule``'s records."""
+    return f'_op_{rule.name}' if rule.kind == 'elementwise' else f'_k_{rule.kind}'
+
+
 def _branch(rule, first):
     """The sweep's dispatch branch for ``rule``'s opcode."""
-    fn = f'_op_{rule.name}' if rule.kind == 'elementwise' else f'_k_{rule.kind}'
+    fn = _kernel_name(rule)
     body = _elementwise(rule) if rule.kind == 'elementwise' else _STRUCTURAL[rule.kind]
     # a body may stop the sweep with "return k" (a product big enough for BLAS)
     stops = any(line.strip() == 'return k' for line in body)
@@ -364,8 +369,7 @@ def generate():
         if rule.kind == 'elementwise':
             kernels.append(_kernel_fn(f'_op_{rule.name}', f'{rule.node}.', _elementwise(rule)))
     out.append(_branches(r.op for r in RULES if _hot(r)))
-    cold = [(r.op, f'_op_{r.name}' if r.kind == 'elementwise' else f'_k_{r.kind}')
-            for r in RULES if r.kind != 'python' and not _hot(r)]
+    cold = [(r.op, _kernel_name(r)) for r in RULES if r.kind != 'python' and not _hot(r)]
     table = ''.join(f'    {op}: {fn},\n' for op, fn in cold)
     hot = ', '.join(str(r.op) for r in RULES if _hot(r))
     footer = ('\n\n# opcode -> kernel, for the rules the sweep hands back to Python\n'
@@ -393,8 +397,7 @@ def dispatcher_source(ops):
     full sweep compiles every hot one: the first backward of a fresh install
     waits for the kernels its graph uses, not for all of them."""
     ops = sorted(ops)
-    names = sorted({f'_op_{RULES[op].name}' if RULES[op].kind == 'elementwise'
-                    else f'_k_{RULES[op].kind}' for op in ops})
+    names = sorted({_kernel_name(RULES[op]) for op in ops})
     return (DISPATCHER.replace('{kernels}', ''.join(', ' + name for name in names))
             + SWEEP_HEAD + _branches(ops))
 
