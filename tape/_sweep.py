@@ -14,6 +14,7 @@ arrays are kept so the next sweep starts at once (the sweep never writes to
 them: each sweep gets a fresh ``G``, which is the "clone" of the tape's
 mutable state).
 """
+import logging
 import threading
 
 import numpy as np
@@ -62,6 +63,7 @@ _widened = 0
 _ops = frozenset()
 _hot = None
 _lock = threading.Lock()
+_log = logging.getLogger('tape')
 
 
 def _hot_ops():
@@ -90,6 +92,13 @@ def _extend(R):
             from compiler._sweep_generated import sweep as fn
             ops = hot
         _kernel, _ops = fn, frozenset(ops)
+        # say when the sweep changes (a new dispatcher compiles, or loads from
+        # the cache): logging.getLogger('tape').setLevel(logging.INFO) shows it
+        if ops is hot:
+            _log.info('sweep: the full dispatcher (all %d hot ops)', len(ops))
+        else:
+            _log.info('sweep: a dispatcher over %d ops (%d of at most %d per process)',
+                      len(ops), _widened, WIDEN_LIMIT)
     return fn
 
 

@@ -229,3 +229,15 @@ def test_large_new_arrays_are_cache_line_aligned():
         for _ in range(4):
             a = make()
             assert a.ctypes.data % ALIGN == 0 and a.flags.c_contiguous and a.flags.writeable
+
+
+def test_the_sweep_says_when_it_changes(fresh_dispatch, caplog):
+    import logging
+    x = tape.tensor(rng.standard_normal(3), requires_grad=True)
+    with caplog.at_level(logging.INFO, logger='tape'):
+        (x * 2.0).sum().backward()
+        tape.exp(x).sum().backward()
+        tape.exp(x).sum().backward()        # nothing new: no message
+    msgs = [r.getMessage() for r in caplog.records if r.name == 'tape']
+    assert msgs == ['sweep: a dispatcher over 2 ops (1 of at most 3 per process)',
+                    'sweep: a dispatcher over 3 ops (2 of at most 3 per process)']
