@@ -24,11 +24,14 @@ import ast
 import functools
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
 
 from compiler.codegen import _KERNEL_HELPERS, _Subst
+
+_log = logging.getLogger('tape')
 
 FUSE_AFTER = 2          # compile a run's kernel the second time it is asked for (None: never fuse)
 MAX_RECORDS = 48        # longer runs keep the chunked path (compile time grows with size)
@@ -218,6 +221,8 @@ def load(prefix, src, attr, key=None):
         os.replace(tmp, path)        # atomic: another process may write the same file
     module = sys.modules.get(name)
     if module is None:
+        # Numba compiles it now, or loads it from its cache (cache=True)
+        _log.info('generated kernels: %s', name)
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module

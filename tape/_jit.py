@@ -40,6 +40,7 @@ parameters the trace used (``self.layers[1].w``, say).  The replay computes in f
 so float32 results may differ from eager ones in the last bit.
 """
 import functools
+import logging
 import sys
 import threading
 import weakref
@@ -51,6 +52,7 @@ from ._tape import Tape, grad_mode, note_value_use, resolve
 from ._tensor import Tensor, _TNEW
 
 __all__ = ['jit']
+_log = logging.getLogger('tape')
 
 # Tensor methods that hand a value to Python (control flow on it would be baked
 # into the trace) or a tensor outside the graph (its values would be baked in)
@@ -106,13 +108,19 @@ class _Jit:
                 self.untraced[why] = self.untraced.get(why, 0) + 1
             return self.fn(*args, **kwargs)
         plan = self.plans.get(sig)
+        retrace = False
         if plan is not None and (plan.consts or plan.objects or plan.params) \
                 and not plan.valid(args):
             plan = None                     # a baked-in constant changed: trace again
+            retrace = True
         traced = plan is None
         if traced:
             self.counts['traces'] += 1
             plan = self.plans[sig] = _trace(self.fn, args, kwargs)
+            _log.info('jit: traced %s %s%s', getattr(self.fn, '__qualname__', self.fn),
+                      'again (a constant, object or parameter it used changed)' if retrace
+                      else 'for a new signature',
+                      f'; runs eagerly: {plan.reason}' if isinstance(plan, _Fallback) else '')
             plan.objects = tuple((i, weakref.ref(a)) for i, a in enumerate(args)
                                  if type(a) is not Tensor and not _is_static(a))
         if isinstance(plan, _Fallback):

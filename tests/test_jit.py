@@ -550,3 +550,22 @@ def test_a_0d_tensor_computed_without_grad_is_an_argument_like_any():
         np.testing.assert_allclose(y.grad.numpy(), [v, v])
         y.grad = None
     assert f.stats() == {'traces': 1, 'replays': 2, 'eager': 0}
+
+
+def test_jit_says_when_it_traces(caplog):
+    import logging
+    w = _t([1.0, 2.0], True)
+    c = _t([3.0, 4.0])
+
+    def scaled(w):
+        return (w * c).sum()
+    f = tape.jit(scaled)
+    with caplog.at_level(logging.INFO, logger='tape'):
+        f(w)
+        f(w)                    # a replay: no message
+        c.add_(1.0)             # a baked-in constant changed
+        f(w)
+    msgs = [r.getMessage() for r in caplog.records if r.getMessage().startswith('jit:')]
+    assert msgs == ['jit: traced test_jit_says_when_it_traces.<locals>.scaled for a new signature',
+                    'jit: traced test_jit_says_when_it_traces.<locals>.scaled again (a '
+                    'constant, object or parameter it used changed)']
