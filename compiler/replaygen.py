@@ -63,6 +63,7 @@ import sys
 import numpy as np
 
 from compiler.codegen import _kernel_fn as codegen_kernel_fn, _FUNCS, HOT, _Subst, write_or_check
+from tape._ops import _np_sigmoid
 from tape._rules import FWD_ONLY_FUNCS, OP, RULES
 
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_replay_generated.py')
@@ -470,7 +471,7 @@ _NUMPY_FUNCS = {
     'tan': np.tan, 'asin': np.arcsin, 'acos': np.arccos, 'atan': np.arctan, 'sinh': np.sinh,
     'cosh': np.cosh, 'atan2': np.arctan2, 'maximum': np.maximum, 'minimum': np.minimum,
     'power': np.power, 'pow': np.power,
-    'sigmoid': lambda a: _np_sigmoid(a),      # eager's own
+    'sigmoid': _np_sigmoid,                   # eager's own
 }
 _CHEAP = frozenset({'maximum', 'minimum'})
 _NUMPY_GLOBALS = {'__builtins__': {}, **_NUMPY_FUNCS}
@@ -491,10 +492,6 @@ def _numpy_rule(rule):
 
 NUMPY_OPS = frozenset(r.op for r in RULES if _numpy_rule(r))
 
-
-def _np_sigmoid(a):
-    from tape._ops import _np_sigmoid as sigmoid
-    return sigmoid(a)
 _numpy_fns = {}
 
 

@@ -267,12 +267,21 @@ class _Plan:
 
 
 _gen = None
-_NUMPY_FROM = _NUMPY_OPS = None
+_rg = None
+
+
+def _replaygen():
+    """compiler.replaygen, imported on first use (it is not needed to import tape)."""
+    global _rg
+    if _rg is None:
+        from compiler import replaygen
+        _rg = replaygen
+    return _rg
 
 
 def _numpy_record(R, F, V, Vt, k):
-    from compiler.replaygen import numpy_record
-    return numpy_record(R, F, V, Vt, k)
+    return _replaygen().numpy_record(R, F, V, Vt, k)
+
 
 def _replay_for(ops):
     """A replay dispatcher over just ``ops`` (compiler/replaygen.py's
@@ -281,24 +290,22 @@ def _replay_for(ops):
     uses, not every kernel of the generic dispatcher (about 8 s cold).  None
     without a cache directory; the generic dispatcher serves then."""
     from compiler.fuse import load
-    from compiler.replaygen import dispatcher_source
-    return load('tape_replay', dispatcher_source(ops), 'replay')
+    return load('tape_replay', _replaygen().dispatcher_source(ops), 'replay')
 
 
 def _replay(R, F, V, Vt, A, n):
-    global _gen, _NUMPY_FROM, _NUMPY_OPS
+    global _gen
     if _gen is None:
         from compiler import _replay_generated
-        from compiler.replaygen import NUMPY_FROM, NUMPY_OPS
-        _NUMPY_FROM, _NUMPY_OPS = NUMPY_FROM, NUMPY_OPS
         _gen = _replay_generated        # imported (and compiled) on first use only
+    rg = _replaygen()
     k = 0
     while k < n:
         k = _gen.replay(R, F, V, Vt, A, k, n)
         if k < 0:
             return
         op, out, size, in0, in1, v, ax, x = R[k].tolist()
-        if op not in _gen.COLD_FWD or (size >= _NUMPY_FROM and op in _NUMPY_OPS):
+        if op not in _gen.COLD_FWD or (size >= rg.NUMPY_FROM and op in rg.NUMPY_OPS):
             if not _numpy_record(R, F, V, Vt, k):
                 raise RuntimeError('tape.jit: a traced record could not be replayed')
         else:

@@ -312,7 +312,9 @@ def run_scalar(root, retain_graph):
     G[root._goff] = 1.0
     reach[root._goff] = 1
     store = Grads(G, reach)
-    k = (_kernel or kernel(R))(R, G, V, A, reach, root._rec, -1)
+    if _kernel is None:
+        _extend(R)
+    k = _kernel(R, G, V, A, reach, root._rec, -1)
     while k >= 0:
         k = _python_record(tape, k, R, G, V, A, reach, store) - 1
         if k >= 0:
