@@ -95,15 +95,15 @@ def vjp_div(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_pow(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """PowBackward1: ga += grad * pow_grad(a, b); gb += grad * xlogy_safe(out, a)"""
+    """PowBackward1: ga += grad * where_pos(eq(b, 0.0), 0.0, pow_grad(a, b)); gb += grad * xlogy_safe(out, a)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * pow_grad(a[i], b[i])
+                ga[i] = g[i] * where_pos(eq(b[i], 0.0), 0.0, pow_grad(a[i], b[i]))
         else:
             for i in range(n):
-                ga[i] += g[i] * pow_grad(a[i], b[i])
+                ga[i] += g[i] * where_pos(eq(b[i], 0.0), 0.0, pow_grad(a[i], b[i]))
     if gb.shape[0]:
         if set_b:
             for i in range(n):
@@ -115,62 +115,62 @@ def vjp_pow(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_maximum(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """MaximumBackward0: ga += grad * ge_half(a, b); gb += grad * ge_half(b, a)"""
+    """MaximumBackward0: ga += grad * (1.0 - ge_half(b, a)); gb += grad * (1.0 - ge_half(a, b))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * ge_half(a[i], b[i])
+                ga[i] = g[i] * (1.0 - ge_half(b[i], a[i]))
         else:
             for i in range(n):
-                ga[i] += g[i] * ge_half(a[i], b[i])
+                ga[i] += g[i] * (1.0 - ge_half(b[i], a[i]))
     if gb.shape[0]:
         if set_b:
             for i in range(n):
-                gb[i] = g[i] * ge_half(b[i], a[i])
+                gb[i] = g[i] * (1.0 - ge_half(a[i], b[i]))
         else:
             for i in range(n):
-                gb[i] += g[i] * ge_half(b[i], a[i])
+                gb[i] += g[i] * (1.0 - ge_half(a[i], b[i]))
 
 
 @njit(cache=True, error_model='numpy')
 def vjp_minimum(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """MinimumBackward0: ga += grad * ge_half(b, a); gb += grad * ge_half(a, b)"""
+    """MinimumBackward0: ga += grad * (1.0 - ge_half(a, b)); gb += grad * (1.0 - ge_half(b, a))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * ge_half(b[i], a[i])
+                ga[i] = g[i] * (1.0 - ge_half(a[i], b[i]))
         else:
             for i in range(n):
-                ga[i] += g[i] * ge_half(b[i], a[i])
+                ga[i] += g[i] * (1.0 - ge_half(a[i], b[i]))
     if gb.shape[0]:
         if set_b:
             for i in range(n):
-                gb[i] = g[i] * ge_half(a[i], b[i])
+                gb[i] = g[i] * (1.0 - ge_half(b[i], a[i]))
         else:
             for i in range(n):
-                gb[i] += g[i] * ge_half(a[i], b[i])
+                gb[i] += g[i] * (1.0 - ge_half(b[i], a[i]))
 
 
 @njit(cache=True, error_model='numpy')
 def vjp_atan2(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """Atan2Backward0: ga += grad * b / (a * a + b * b); gb += -grad * a / (a * a + b * b)"""
+    """Atan2Backward0: ga += grad * b * inv0(a * a + b * b); gb += -grad * a * inv0(a * a + b * b)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * b[i] / (a[i] * a[i] + b[i] * b[i])
+                ga[i] = g[i] * b[i] * inv0(a[i] * a[i] + b[i] * b[i])
         else:
             for i in range(n):
-                ga[i] += g[i] * b[i] / (a[i] * a[i] + b[i] * b[i])
+                ga[i] += g[i] * b[i] * inv0(a[i] * a[i] + b[i] * b[i])
     if gb.shape[0]:
         if set_b:
             for i in range(n):
-                gb[i] = -g[i] * a[i] / (a[i] * a[i] + b[i] * b[i])
+                gb[i] = -g[i] * a[i] * inv0(a[i] * a[i] + b[i] * b[i])
         else:
             for i in range(n):
-                gb[i] += -g[i] * a[i] / (a[i] * a[i] + b[i] * b[i])
+                gb[i] += -g[i] * a[i] * inv0(a[i] * a[i] + b[i] * b[i])
 
 
 @njit(cache=True, error_model='numpy')
@@ -326,15 +326,15 @@ def vjp_pow_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_rpow_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """PowBackward2: ga += grad * out * log(c)"""
+    """PowBackward2: ga += grad * xlogy_safe(out, c + zero(out))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * out[i] * math.log(c)
+                ga[i] = g[i] * xlogy_safe(out[i], c + zero(out[i]))
         else:
             for i in range(n):
-                ga[i] += g[i] * out[i] * math.log(c)
+                ga[i] += g[i] * xlogy_safe(out[i], c + zero(out[i]))
 
 
 @njit(cache=True, error_model='numpy')
@@ -482,15 +482,15 @@ def vjp_relu(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_abs(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """AbsBackward0: ga += grad * sign(a)"""
+    """AbsBackward0: ga += grad * where_pos(eq(a, a), sign(a), 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * sign(a[i])
+                ga[i] = g[i] * where_pos(eq(a[i], a[i]), sign(a[i]), 0.0)
         else:
             for i in range(n):
-                ga[i] += g[i] * sign(a[i])
+                ga[i] += g[i] * where_pos(eq(a[i], a[i]), sign(a[i]), 0.0)
 
 
 @njit(cache=True, error_model='numpy')

@@ -1482,14 +1482,14 @@ def _fwd_softplus(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _fwd_sign(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """SignBackward0: out = sign(a) + 0.0."""
+    """SignBackward0: out = where_pos(eq(a, a), sign(a), 0.0) + 0.0."""
     if in0 < 0:
         return k           # a constant input the record does not save
     uout = uint64(out)
     uin0 = uint64(in0)
     for i in range(uint64(n)):
         a = F[uin0 + i]
-        F[uout + i] = sign(a) + 0.0
+        F[uout + i] = where_pos(eq(a, a), sign(a), 0.0) + 0.0
     return -1
 
 

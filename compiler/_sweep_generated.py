@@ -447,7 +447,7 @@ def _op_pow(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * pow_grad(V[uv0 + i], V[uv1 + i])
+            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv1 + i], 0.0), 0.0, pow_grad(V[uv0 + i], V[uv1 + i]))
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
@@ -464,11 +464,11 @@ def _op_maximum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * ge_half(V[uv0 + i], V[uv1 + i])
+            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv1 + i], V[uv0 + i]))
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * ge_half(V[uv1 + i], V[uv0 + i])
+            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv0 + i], V[uv1 + i]))
     return -1
 
 
@@ -481,11 +481,11 @@ def _op_minimum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * ge_half(V[uv1 + i], V[uv0 + i])
+            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv0 + i], V[uv1 + i]))
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * ge_half(V[uv0 + i], V[uv1 + i])
+            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv1 + i], V[uv0 + i]))
     return -1
 
 
@@ -498,11 +498,11 @@ def _op_atan2(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * V[uv1 + i] / (V[uv0 + i] * V[uv0 + i] + V[uv1 + i] * V[uv1 + i])
+            G[ug + i] += G[ugo + i] * V[uv1 + i] * inv0(V[uv0 + i] * V[uv0 + i] + V[uv1 + i] * V[uv1 + i])
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
-            G[ug + i] += -G[ugo + i] * V[uv0 + i] / (V[uv0 + i] * V[uv0 + i] + V[uv1 + i] * V[uv1 + i])
+            G[ug + i] += -G[ugo + i] * V[uv0 + i] * inv0(V[uv0 + i] * V[uv0 + i] + V[uv1 + i] * V[uv1 + i])
     return -1
 
 
@@ -653,7 +653,7 @@ def _op_rpow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * V[uv0 + i] * math.log(c)
+            G[ug + i] += G[ugo + i] * xlogy_safe(V[uv0 + i], c + zero(V[uv0 + i]))
     return -1
 
 
@@ -796,7 +796,7 @@ def _op_abs(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * sign(V[uv0 + i])
+            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv0 + i], V[uv0 + i]), sign(V[uv0 + i]), 0.0)
     return -1
 
 

@@ -69,7 +69,10 @@ def _finish(arr, dtype, requires_grad):
     return t
 
 
-def _infer(data):
+def _infer(data, dtype=None):
+    """``data`` as a new array: float32 (the default dtype) for Python floats,
+    the array's or NumPy scalar's own dtype otherwise; with ``dtype``, Python
+    numbers convert to it directly (no rounding through float32 first)."""
     if isinstance(data, (Tensor, np.ndarray)):
         src = data._data if isinstance(data, Tensor) else data
         out = aligned_empty(np.shape(src), np.result_type(src))
@@ -78,14 +81,27 @@ def _infer(data):
     if isinstance(data, (list, tuple)) and builtins.any(isinstance(x, Tensor)
                                                          for x in _flat(data)):
         data = _tolist(data)
+    if dtype is not None and not isinstance(data, np.generic):
+        arr = np.array(data, np.dtype(dtype))
+        if arr.dtype.kind == 'O':
+            raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__}')
+        return arr
     arr = np.array(data)
-    if arr.dtype == np.float64 and not isinstance(data, np.floating):
+    if arr.dtype == np.float64 and not isinstance(data, np.floating) \
+            and not _has_numpy_float64(data):
         arr = arr.astype(_default_dtype[0])
     elif arr.dtype.kind in 'iu':
         arr = arr.astype(np.int64)
     elif arr.dtype.kind == 'O':
         raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__}')
     return arr
+
+
+def _has_numpy_float64(data):
+    """Does a nested list hold a NumPy float64 (which PyTorch keeps as float64)?"""
+    if not isinstance(data, (list, tuple)):
+        return False
+    return builtins.any(type(x) is np.float64 for x in _flat(data))
 
 
 def _flat(x):
@@ -111,7 +127,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     >>> tape.tensor([[1, 2], [3, 4]]).dtype
     dtype('int64')
     """
-    return _finish(_infer(data), dtype, requires_grad)
+    return _finish(_infer(data, dtype), dtype, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -324,8 +340,7 @@ def _bind():
     T.t, T.transpose, T.permute = o.t, o.transpose, o.permute
     T.T = property(lambda a: o.permute(a, *reversed(range(a._data.ndim))) if a._data.ndim > 1
                    else a)
-    T.to = lambda a, *args, dtype=None, **kw: o.to(a, dtype if dtype is not None else next(
-        (x for x in args if not isinstance(x, str)), a._data.dtype))
+    T.to = _to
     T.float = lambda a: o.to(a, np.float32)
     T.double = lambda a: o.to(a, np.float64)
     T.long = lambda a: o.to(a, np.int64)
@@ -355,8 +370,11 @@ def _bind():
                         ufunc(d, od, out=d)
                     except (ValueError, TypeError):
                         return o.inplace(a, name, other, alpha)   # raises the proper error
-                    if a._vbox is not None:
-                        a._vbox[0] += 1
+                    box = a._vbox
+                    if box is None:
+                        a._vbox = [1]
+                    else:
+                        box[0] += 1
                     inplace_epoch[0] += 1
                     return a
             return o.inplace(a, name, other, alpha)
@@ -370,8 +388,11 @@ def _bind():
         if a._tape is None and type(d) is np.ndarray and a._extra is None \
                 and not (a._rg and grad_mode.enabled):
             d.fill(0)
-            if a._vbox is not None:
-                a._vbox[0] += 1
+            box = a._vbox
+            if box is None:
+                a._vbox = [1]
+            else:
+                box[0] += 1
             inplace_epoch[0] += 1
             return a
         return o.inplace(a, 'zero')
@@ -382,6 +403,27 @@ def _bind():
     T.register_hook = register_hook
     T.retain_grad = retain_grad
     T.retains_grad = property(lambda a: a._retains_grad())
+
+
+def _to(a, *args, dtype=None, non_blocking=False, copy=False, device=None, memory_format=None):
+    """``Tensor.to(dtype)``, ``to(other)``, ``to(device[, dtype])``; ``copy=True``
+    always gives new memory, as in PyTorch."""
+    rest = []
+    for x in args:
+        if isinstance(x, Tensor):
+            dtype = x._data.dtype if dtype is None else dtype
+        elif x is None or isinstance(x, str):
+            pass                            # a device: the CPU is the only one
+        elif isinstance(x, builtins.bool):
+            rest.append(x)                  # positional non_blocking, copy
+        elif dtype is None:
+            dtype = x
+    if len(rest) > 1:
+        copy = rest[1]
+    out = _ops.to(a, a._data.dtype if dtype is None else dtype)
+    if copy and out is a:
+        out = a.clone()
+    return out
 
 
 def _backward_method(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

@@ -137,13 +137,16 @@ def _formula(text):
     return code
 
 
+_PYTHON = OP['python']
+
+
 # ------------------------------------------------------------- handles
 def _handle(tape, slot, value, leaf_of):
     """A Tensor for ``slot`` holding ``value`` (flat), wired into the graph."""
     if slot < 0:
         return _leaf(value)
     leaf = leaf_of.get(slot)
-    if leaf is not None:
+    if leaf is not None and leaf._data.size == np.size(value):
         # record a flattening view of the leaf straight onto this tape
         return _ops._record_struct(OP['view'], leaf, np.reshape(leaf._data, -1), on_tape=tape,
                                    in_slot=slot)
@@ -162,7 +165,46 @@ def _flat(t):
     return _ops.reshape(t, -1)
 
 
+class _Acc(dict):
+    """Gradients by slot, for one differentiable sweep.
+
+    A zero-size tensor owns no gradient elements, and where its recording did
+    not advance the tape's slot counter its slot is also the next tensor's
+    (see tape/_tape.py).  ``shared`` holds such slots: there, a zero-size
+    tensor's gradient (always empty, but whether it was reached matters) is
+    kept under ``('empty', slot)`` so that it never meets the other's."""
+    __slots__ = ('shared',)
+
+    def __init__(self, shared=frozenset()):
+        super().__init__()
+        self.shared = shared
+
+
+def _key(acc, slot, size):
+    """The key of the gradient of ``slot`` (of a tensor of ``size`` elements) in ``acc``."""
+    if size or type(slot) is not int:
+        return slot
+    shared = getattr(acc, 'shared', None)
+    return ('empty', slot) if shared and slot in shared else slot
+
+
+def _shared_slots(tape, R):
+    """Slots that a zero-size tensor shares with a tensor that has elements."""
+    n = R[:, 2]
+    python = (R[:, 0] & ~BIG_FLAG) == _PYTHON
+    empty = set(R[(n == 0) & ~python, 1].tolist())
+    full = set(R[(n != 0) & ~python, 1].tolist())
+    for leaf, s in tape.leaves:
+        (full if leaf._data.size else empty).add(s)
+    for p in tape.py:
+        for s, shape in zip(p.out_slots, p.out_shapes):
+            if s >= 0:
+                (full if int(np.prod(shape)) else empty).add(s)
+    return frozenset(empty & full) if empty else frozenset()
+
+
 def _add(acc, slot, g):
+    slot = _key(acc, slot, g._data.size)
     cur = acc.get(slot)
     acc[slot] = g if cur is None else _ops.add(cur, g)
 
@@ -175,7 +217,13 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     gts = list(grad_tensors) if grad_tensors is not None else [None] * len(outputs)
     # everything the sweep touches must sit on one tape before it starts
     tape = _graph_of(list(outputs) + [g for g in gts if isinstance(g, Tensor) and g._rg])
-    acc = {}
+    if tape is not None:
+        if any(o._tape is tape and tape.is_dead(o._rec) for o in outputs):
+            raise RuntimeError(SECOND_BACKWARD)
+        R, V, A = pack(tape)
+        acc = _Acc(_shared_slots(tape, R))
+    else:
+        acc = _Acc()
     leaf_roots = []
     for o, g, seed in zip(outputs, gts, seeds):
         gt = g if isinstance(g, Tensor) else _leaf(np.full(o._data.shape, seed, o._data.dtype)
@@ -188,9 +236,6 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
             resolve(o)
         _add(acc, o._goff, _flat(gt))
     if tape is not None:
-        if any(o._tape is tape and tape.is_dead(o._rec) for o in outputs):
-            raise RuntimeError(SECOND_BACKWARD)
-        R, V, A = pack(tape)
         RF = R.view(np.float64)
         if tape.epoch != inplace_epoch[0]:
             # conservatively, every record counts (before the sweep appends its own)
@@ -200,7 +245,11 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
             leaf_of.setdefault(s, leaf)
         start = max(o._rec for o in outputs if o._tape is tape)
         hooks = tape.hooks
+        dead = tape.dead_mask()     # records an earlier backward freed (None: none)
         for k in range(start, -1, -1):
+            if dead is not None and dead[k] and R[k, 0] != _PYTHON \
+                    and _out_grad(acc, int(R[k, 1]), int(R[k, 2])) is not None:
+                raise RuntimeError(SECOND_BACKWARD)     # it would read freed values
             if hooks is not None and k in hooks:
                 from ._node_hooks import run_record_differentiable
                 if run_record_differentiable(hooks[k], tape, k, R, RF, V, A, acc, leaf_of):
@@ -217,7 +266,7 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     if tape is not None:
         seen = {}
         for leaf, s in tape.leaves:
-            g = acc.get(s)
+            g = acc.get(_key(acc, s, leaf._data.size))
             if g is not None:
                 seen[id(leaf)] = (leaf, g if id(leaf) not in seen else _ops.add(seen[id(leaf)][1], g))
         for leaf, g in seen.values():
@@ -229,10 +278,12 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
 
 def _gradient_of(tape, x, acc):
     g = None
+    size = x._data.size
     if x._tape is not None and x._tape is tape:
-        g = acc.get(x._goff)
+        g = acc.get(_key(acc, x._goff, size))
     elif tape is not None:
         for leaf, s in tape.leaves:
+            s = _key(acc, s, size)
             if leaf is x and s in acc:
                 g = acc[s] if g is None else _ops.add(g, acc[s])
     leaf_g = acc.get(('leaf', id(x)))
@@ -244,14 +295,19 @@ def _gradient_of(tape, x, acc):
         g = _ops.reshape(g, x._data.shape)
     if g._data.dtype != x._data.dtype and x._data.dtype.kind == 'f':
         g = _ops.to(g, x._data.dtype)       # computed in float64 (see README), returned as x's
+    if x._tape is None and x._extra is not None and x._extra.get('hooks'):
+        from ._hooks import run_leaf_hooks  # a leaf's tensor hooks see what grad() returns
+        g = run_leaf_hooks(x, g, grad_enabled=True, tensor_hooks_only=True)
     return g
 
 
 def _accumulate_tensor(leaf, g):
     from ._hooks import run_leaf_hooks
+    if not leaf._rg:                # stopped requiring grad after the graph was built
+        return
     if g._data.shape != leaf._data.shape:
         g = _ops.reshape(g, leaf._data.shape)
-    g = run_leaf_hooks(leaf, g)
+    g = run_leaf_hooks(leaf, g, grad_enabled=True)
     if g is None:
         return
     if g._data.dtype != leaf._data.dtype:
@@ -260,11 +316,21 @@ def _accumulate_tensor(leaf, g):
     leaf._grad = g if cur is None else _ops.add(cur, g)
 
 
+def _out_grad(acc, go, n):
+    """The gradient of a record's result (slot ``go``, ``n`` elements), or None."""
+    g = acc.get(_key(acc, go, n))
+    return g if g is not None and g._data.size == n else None
+
+
 def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
     op, go, n, g0, g1, v, ax, x = R[k].tolist()
-    g = acc.get(go)
+    if op == _PYTHON:       # n is 0: the record checks its own outputs' slots
+        tape.py[ax].backward_differentiable(acc, tape, leaf_of)
+        return
+    g = _out_grad(acc, go, n)
     if g is None:
         return
+    raw = (op, v)           # where the record's saved arrays are (_saved_operands)
     if op & BIG_FLAG:
         # a big record keeps its saved arrays and index maps in tape.big;
         # lay them out as a small record's V and A would hold them
@@ -334,7 +400,12 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         return
     if kind == 'mm':
         m, kk = ax, x
-        nn = n // m
+        if m:
+            nn = n // m
+        else:       # an empty a: the result's size says nothing of b's; its saved array does
+            ops = _saved_operands(tape, raw, lambda a, b: a.shape == (0, kk) and b.ndim == 2
+                                  and b.shape[0] == kk)
+            nn = 0 if ops is None else ops[1].shape[1]
         g2 = _ops.reshape(g, m, nn)
         if g0 >= 0:
             hb = _handle(tape, g1, V[v + m * kk:v + m * kk + kk * nn], leaf_of)
@@ -362,7 +433,12 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         return
     if kind == 'bmm':
         m, kk, nn = ax, x >> 32, x & 0xFFFFFFFF
-        bb = n // (m * nn) if n else 0
+        if n:
+            bb = n // (m * nn)
+        else:       # an empty result says nothing of the batch; the saved operands do
+            ops = _saved_operands(tape, raw, lambda a, b: a.ndim == 3 and b.ndim == 3 and
+                                  a.shape[1:] == (m, kk) and b.shape == (a.shape[0], kk, nn))
+            bb = 0 if ops is None else ops[0].shape[0]
         g3 = _ops.reshape(g, bb, m, nn)
         sa, sb = bb * m * kk, bb * kk * nn
         if g0 >= 0:
@@ -385,8 +461,13 @@ def _big_as_small(meta, rule, ax):
         return (np.concatenate(parts) if parts else np.zeros(0)), None, 0, 0
     if kind == 'mm':          # ax holds m
         return np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])]), None, 0, ax
-    if kind in ('take', 'put'):
-        return None, np.asarray(meta.attrs, np.int64), 0, 0
+    if kind in ('take', 'put', 'where'):     # the index map (where: the mask)
+        return None, np.ascontiguousarray(np.ravel(meta.attrs), dtype=np.int64), 0, 0
+    if kind in ('cumprod', 'bmm'):      # saves a and b (cumprod: input and output)
+        return np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])]), \
+            None, 0, ax
+    if kind == 'cumsum':                # ax holds L, x the inner size: nothing else
+        return None, None, 0, ax
     in_shape = tuple(meta.in_shapes[0])
     if kind == 'lse':         # the input, then the output (kept dims), as a small record
         from ._ops import _broadcast_attrs
@@ -403,6 +484,36 @@ def _big_as_small(meta, rule, ax):
     from ._ops import _broadcast_attrs
     A = _broadcast_attrs(big, small)
     return None, A, int(np.prod(in_shape)) if kind == 'reduce' else 0, 0
+
+
+def _saved_operands(tape, raw, like):
+    """The arrays (with their shapes) that a matrix product (mm, bmm) saved, for
+    a product with an empty operand or result, whose record's sizes leave a
+    dimension open.  ``like(a, b)`` says whether two arrays fit the record.
+
+    A small record's values sit in ``tape.saved`` at offset v; zero-size
+    arrays of other records may sit there too, so the pair is the one that
+    fits, one with values before an empty one (only this record's operands
+    can start at v and hold values).  None when both are empty (the open
+    dimension then changes no gradient's size)."""
+    op, v = raw             # the record's opcode and v field, as recorded
+    if op & BIG_FLAG:
+        saved = tape.big[v].saved
+        if 'a' not in saved:
+            from ._sweep import SECOND_BACKWARD
+            raise RuntimeError(SECOND_BACKWARD)
+        return saved['a'], saved['b']
+    pos = tape.freed[0] if tape.freed is not None else 0
+    arrays = tape.saved
+    for i in range(len(arrays) - 1):
+        if pos > v:
+            break
+        a, b = arrays[i], arrays[i + 1]
+        if pos == v and type(a) is np.ndarray and type(b) is np.ndarray \
+                and (a.size or b.size) and like(a, b):
+            return a, b
+        pos += np.size(a)
+    return None
 
 
 def _cumprod_vjp(xflat, g3, outer, ln, inner):

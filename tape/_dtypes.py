@@ -8,7 +8,7 @@ tensor with a Python number.  They differ in three ways, fixed here:
   gives float64 for int64 with float32;
 * a 0-d tensor does not raise a dimensioned tensor's dtype within its
   category (float32 (3,) * float64 () is float32 in PyTorch);
-* true division of integers gives the default float dtype.
+* true division (and atan2) of integers gives the default float dtype.
 
 The ops call ``binary_result`` only when the dtypes they see differ, so the
 common same-dtype case pays one identity test.
@@ -62,10 +62,14 @@ def result_type(*operands):
     return r
 
 
+# binary ops whose result is a float for integer and bool operands too
+_FLOAT_RESULT = frozenset({'div', 'true_divide', 'atan2'})
+
+
 def binary_result(name, ad, bd, out):
     """``out`` (NumPy's result of ``name(ad, bd)``) cast to PyTorch's dtype."""
     dt = result_type(ad, bd)
-    if name in ('div', 'true_divide') and dt.kind not in 'fc':
+    if name in _FLOAT_RESULT and dt.kind not in 'fc':
         dt = default_dtype[0]
     if out.dtype.kind == 'b' or dt is None or out.dtype == dt:
         return out

@@ -71,7 +71,14 @@ cosh = _unary('cosh', _quiet(np.cosh))
 erf = _unary('erf', _np_erf)
 reciprocal = _unary('reciprocal', _quiet(lambda x: np.true_divide(1, x)))
 silu = _unary('silu', lambda x: x * _np_sigmoid(x))
-sign = _unary('sign', np.sign)
+def _np_sign(x):
+    out = np.sign(x)
+    if out.dtype.kind == 'f':
+        out = np.where(np.isnan(out), out.dtype.type(0), out)   # sign(NaN) is 0, as in PyTorch
+    return out
+
+
+sign = _unary('sign', _np_sign)
 floor = _unary('floor', _keep_int(np.floor))
 ceil = _unary('ceil', _keep_int(np.ceil))
 trunc = _unary('trunc', _keep_int(np.trunc))
@@ -204,7 +211,16 @@ def clamp_max(a, max):  # noqa: A002
 
 
 # ----------------------------------------------------------------- binary
-atan2, _ = _binary('atan2', None, None, np.arctan2)
+def _np_atan2(y, x):
+    # integer and bool operands compute in the default float dtype, as PyTorch
+    # does (NumPy would take float16 for bools, float64 for int64)
+    if np.result_type(y).kind in 'biu' and np.result_type(x).kind in 'biu':
+        y = np.asarray(y, _dtypes.default_dtype[0])
+        x = np.asarray(x, _dtypes.default_dtype[0])
+    return np.arctan2(y, x)
+
+
+atan2, _ = _binary('atan2', None, None, _np_atan2)
 remainder, rremainder = _binary('remainder', 'remainder_scalar', None, np.remainder)
 fmod, _ = _binary('fmod', 'fmod_scalar', None, np.fmod)
 

@@ -1,5 +1,7 @@
 """Grad modes: ``no_grad``, ``enable_grad``, ``set_grad_enabled``; per thread."""
 import functools
+import inspect
+import sys
 
 from ._tape import grad_mode, set_grad_mode
 
@@ -23,14 +25,53 @@ class _Mode:
         return False
 
     def __call__(self, fn):
+        return _decorate(fn, self.__class__)
+
+
+class _NoParamMode(_Mode):
+    """A mode that also decorates without parentheses (``@no_grad``)."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+def _decorate(fn, make_mode):
+    """``fn`` run inside ``make_mode()``; a generator function gets the mode
+    each time it resumes (and not while it is suspended), as in PyTorch."""
+    if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with self.__class__():
-                return fn(*args, **kwargs)
-        return wrapped
+        def generator(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with make_mode():
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with make_mode():
+                            gen.close()
+                        raise
+                    except BaseException:
+                        with make_mode():
+                            response = gen.throw(*sys.exc_info())
+                    else:
+                        with make_mode():
+                            response = gen.send(request)
+            except StopIteration as e:
+                return e.value
+        return generator
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with make_mode():
+            return fn(*args, **kwargs)
+    return wrapped
 
 
-class no_grad(_Mode):
+class no_grad(_NoParamMode):
     """Disable recording inside the block (or the decorated function).
 
     >>> import tape
@@ -59,19 +100,14 @@ class inference_mode(_Mode):
 
     def __call__(self, fn):
         value = self._value
-
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with inference_mode(not value):
-                return fn(*args, **kwargs)
-        return wrapped
+        return _decorate(fn, lambda: inference_mode(not value))
 
 
 def is_inference_mode_enabled():
     return not grad_mode.enabled
 
 
-class enable_grad(_Mode):
+class enable_grad(_NoParamMode):
     """Enable recording inside the block, even within ``no_grad``."""
     _value = True
 
@@ -95,9 +131,4 @@ class set_grad_enabled(_Mode):
     def __call__(self, fn):
         set_grad_mode(self._prev)     # as a decorator it must not switch now
         value = self._value
-
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with set_grad_enabled(value):
-                return fn(*args, **kwargs)
-        return wrapped
+        return _decorate(fn, lambda: set_grad_enabled(value))

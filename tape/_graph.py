@@ -242,14 +242,20 @@ def _apply_node(nd, grads):
         rec = tape.py[ax]
         with enable_grad():
             return rec.cls.backward(rec.ctx, *grads)
-    acc = {}
+    if tape.is_dead(nd._rec):
+        from ._sweep import SECOND_BACKWARD
+        raise RuntimeError(SECOND_BACKWARD)
+    from ._differentiable import _Acc, _key, _shared_slots
+    acc = _Acc(_shared_slots(tape, R))
     g = grads[0]
-    acc[out] = _ops.reshape(g if isinstance(g, Tensor) else _leaf(np.asarray(g)), -1)
+    g = _ops.reshape(g if isinstance(g, Tensor) else _leaf(np.asarray(g)), -1)
+    acc[_key(acc, out, n)] = g
     leaf_of = {s: leaf for leaf, s in tape.leaves}
     _record_vjp(tape, nd._rec, R, RF, V, A, acc, leaf_of)
     result = []
     for s in nd._input_slots():
-        gi = acc.get(s) if s >= 0 else None
+        # (a zero-size input that shares its slot has a key of its own there)
+        gi = acc.get(('empty', s), acc.get(s)) if s >= 0 else None
         if gi is not None and s in leaf_of:
             gi = _ops.reshape(gi, leaf_of[s]._data.shape)
         result.append(gi)

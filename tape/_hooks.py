@@ -15,6 +15,7 @@ import weakref
 
 import numpy as np
 
+from ._tape import grad_mode, set_grad_mode
 from ._tensor import Tensor, _leaf
 
 
@@ -40,17 +41,30 @@ class RemovableHandle:
         self.remove()
 
 
-def _apply(fns, g, shape, where):
-    for fn in list(fns):
-        r = fn(g)
-        if r is not None:
-            if not isinstance(r, Tensor):
-                raise TypeError(f'hook on {where} returned a {type(r).__name__}; a hook must '
-                                'return None or a Tensor')
-            if tuple(r._data.shape) != tuple(shape):
-                raise RuntimeError(f'hook on {where} returned a gradient of shape '
-                                   f'{tuple(r._data.shape)}; expected {tuple(shape)}')
-            g = r
+def _apply(fns, g, shape, where, grad_enabled=False):
+    """Run hooks ``fns`` on gradient ``g`` in turn; a returned tensor replaces it.
+
+    Hooks run with recording off, as PyTorch's engine runs them, unless the
+    backward builds a graph (``grad_enabled``: create_graph)."""
+    prev = grad_mode.enabled
+    set_grad_mode(grad_enabled)
+    try:
+        for fn in list(fns):
+            r = fn(g)
+            if r is not None:
+                if not isinstance(r, Tensor):
+                    raise TypeError(f'hook on {where} returned a {type(r).__name__}; a hook '
+                                    'must return None or a Tensor')
+                if tuple(r._data.shape) != tuple(shape):
+                    raise RuntimeError(f'hook on {where} returned a gradient of shape '
+                                       f'{tuple(r._data.shape)}; expected {tuple(shape)}')
+                if np.result_type(r._data) != np.result_type(g._data):
+                    raise RuntimeError(f'hook on {where} has changed the type of value (was '
+                                       f'{np.result_type(g._data)} got '
+                                       f'{np.result_type(r._data)})')
+                g = r
+    finally:
+        set_grad_mode(prev)
     return g
 
 
@@ -82,7 +96,8 @@ class SlotHooks:
             s = self.slot
             g = _leaf(grads.get(s, self.size, self.shape).astype(self.dtype))
             new = _apply(self.fns, g, self.shape, 'a non-leaf tensor')
-            if new is not g:
+            if self.fns:
+                # g is a copy: a hook may have changed it in place (g.clamp_())
                 grads.set(s, self.size, new._data)
             self._retain(new, copy=True)
         node = self.node
@@ -100,7 +115,7 @@ class SlotHooks:
     def run_differentiable(self, g_flat):
         from . import _ops
         g = _ops.reshape(g_flat, self.shape)
-        new = _apply(self.fns, g, self.shape, 'a non-leaf tensor')
+        new = _apply(self.fns, g, self.shape, 'a non-leaf tensor', grad_enabled=True)
         self._retain(new, copy=False)
         return _ops.reshape(new, -1)
 
@@ -177,9 +192,16 @@ def retain_grad(t):
     t._extra['retain_grad'] = True
 
 
-def run_leaf_hooks(leaf, g):
-    """Apply ``leaf``'s hooks to gradient Tensor ``g``; returns the gradient to accumulate."""
+def run_leaf_hooks(leaf, g, grad_enabled=False, tensor_hooks_only=False):
+    """Apply ``leaf``'s hooks to gradient Tensor ``g``; returns the gradient to accumulate.
+
+    ``tensor_hooks_only``: skip the AccumulateGrad node's hooks (``autograd.grad``
+    runs a leaf's tensor hooks but accumulates nothing)."""
     extra = leaf._extra
     if extra is None or not extra.get('hooks'):
         return g
-    return _apply(extra['hooks'], g, leaf._data.shape, 'a leaf tensor')
+    fns = extra['hooks']
+    if tensor_hooks_only:
+        runner = extra.get('accumulate_hooks')
+        fns = [f for f in fns if f is not runner]
+    return _apply(fns, g, leaf._data.shape, 'a leaf tensor', grad_enabled)

@@ -14,7 +14,7 @@ tensor([[2.],
 """
 import numpy as np
 
-from . import _ops
+from . import _ops, _views
 from ._ops import _shape_str, _unwrap_key
 from ._reductions import _flat_index, take_as
 from ._structural import record_where
@@ -198,6 +198,7 @@ def setitem(a, key, value):
     if a._rg and grad_mode.enabled and a._tape is None:
         raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
                            f'operation (setitem on a tensor of shape {tuple(d.shape)}).')
+    _views.check_inplace(a, 'setitem', grad_mode.enabled)
     vrg = isinstance(value, Tensor) and value._rg
     recorded = None
     tape = a._tape
@@ -216,9 +217,9 @@ def setitem(a, key, value):
         after = np.array(d, copy=True)
         after[k] = vd
         recorded = record_where('setitem', mask.reshape(d.shape), s, before, after)
+    base_before = _views.snapshot_base(a)
     d[k] = vd
-    if a._vbox is None:
-        a._vbox = [0]
     _bump_version(a)
     if recorded is not None:
         _ops.rebind(a, recorded)
+    _ops._after_inplace(a, recorded, base_before)

@@ -19,6 +19,8 @@ from ._tape import grad_off as _OFF
 from ._tape import PACK as _PACK, PACK_C as _PACK_C, PACK_CD as _PACK_CD
 from ._tape import grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW
+from ._views import as_view as _as_view
+from . import _views
 
 _SAVES = []     # per opcode: bit 1 saves a, 2 saves b, 4 saves out
 for _r in RULES:
@@ -837,9 +839,11 @@ def reshape(a, *shape):
     shape = _infer_shape(_sizes(shape), d.size, 'reshape', d.shape)
     out = np.reshape(d, shape)
     if type(d) is not np.ndarray or d.flags.c_contiguous:
-        return _view_record(a, out, 'reshape')
+        return _as_view(_view_record(a, out, 'reshape'), a, lambda m: m.reshape(shape))
     # NumPy copied exactly when no strides give the new shape (as torch decides)
-    return _view_record(a, out, 'reshape_alias' if np.may_share_memory(out, d) else 'unsafe_view')
+    if np.may_share_memory(out, d):
+        return _as_view(_view_record(a, out, 'reshape_alias'), a, lambda m: m.reshape(shape))
+    return _view_record(a, out, 'unsafe_view')
 
 
 def view(a, *shape):
@@ -860,7 +864,10 @@ def view(a, *shape):
             raise RuntimeError("view size is not compatible with input tensor's size and stride "
                                "(at least one dimension spans across two contiguous subspaces). "
                                "Use .reshape(...) instead.")
-    return _view_record(a, out, 'view')
+    res = _view_record(a, out, 'view')
+    if type(d) is np.ndarray and (d.flags.c_contiguous or np.may_share_memory(out, d)):
+        _as_view(res, a, lambda m: m.reshape(shape))
+    return res
 
 
 def _take_record(a, out, name, key_fn):
@@ -878,8 +885,18 @@ def t(a):
     if d.ndim > 2:
         raise RuntimeError(f't() expects a tensor with <= 2 dimensions, but self is {d.ndim}D')
     if d.ndim < 2:
-        return _view_record(a, d, 't_vector') if a._rg and (not _OFF[0] or grad_mode.enabled) else _leaf(d)
-    return _take_record(a, d.T, 't', lambda m: m.T)
+        res = _view_record(a, d, 't_vector') if a._rg and (not _OFF[0] or grad_mode.enabled) \
+            else _leaf(d)
+        return _as_view(res, a, _same)
+    return _as_view(_take_record(a, d.T, 't', _transposed), a, _transposed)
+
+
+def _same(m):
+    return m
+
+
+def _transposed(m):
+    return m.T
 
 
 def transpose(a, dim0, dim1):
@@ -887,8 +904,13 @@ def transpose(a, dim0, dim1):
     i = _norm_dim(dim0, d.ndim, 'transpose')
     j = _norm_dim(dim1, d.ndim, 'transpose')
     if d.ndim < 2 or i == j:
-        return _view_record(a, d, 'view') if a._rg and (not _OFF[0] or grad_mode.enabled) else _leaf(d)
-    return _take_record(a, np.swapaxes(d, i, j), 'transpose', lambda m: np.swapaxes(m, i, j))
+        res = _view_record(a, d, 'view') if a._rg and (not _OFF[0] or grad_mode.enabled) \
+            else _leaf(d)
+        return _as_view(res, a, _same)
+
+    def swap(m):
+        return np.swapaxes(m, i, j)
+    return _as_view(_take_record(a, swap(d), 'transpose', swap), a, swap)
 
 
 def permute(a, *dims):
@@ -901,7 +923,10 @@ def permute(a, *dims):
     dims = tuple(_norm_dim(x, d.ndim, 'permute') for x in dims)
     if sorted(dims) != list(range(d.ndim)):
         raise RuntimeError(f'permute(): duplicate dims are not allowed: {dims}')
-    return _take_record(a, np.transpose(d, dims), 'permute', lambda m: np.transpose(m, dims))
+
+    def perm(m):
+        return np.transpose(m, dims)
+    return _as_view(_take_record(a, perm(d), 'permute', perm), a, perm)
 
 
 def _unwrap_key(key):
@@ -919,8 +944,16 @@ def getitem(a, key):
         out = np.asarray(d)[k]
     except IndexError as e:
         raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
+    if type(out) is not np.ndarray:
+        # every dimension picked by an integer: a 0-d view, as PyTorch's x[0]
+        # (NumPy gives a scalar copy; the Ellipsis asks it for a view)
+        k = (*k, Ellipsis) if isinstance(k, tuple) else (k, Ellipsis)
+        out = np.asarray(d)[k]
     if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
-        return _leaf(out)
+        res = _leaf(out)
+        if type(d) is np.ndarray and out.base is not None and _basic_key(k):
+            _as_view(res, a, lambda m: m[k])
+        return res
     # The node PyTorch shows is its last indexing step: select for an integer
     # (or 0-d integer tensor), slice, unsqueeze for None, index when any key is
     # advanced.  Inside a tuple a slice that keeps a whole dimension is skipped
@@ -966,8 +999,22 @@ def getitem(a, key):
             else:
                 name = 'unsqueeze_take' if picked else 'unsqueeze'
     if name in ('alias', 'unsqueeze'):  # all elements in order: a view record
-        return _view_record(a, out, name)
-    return _take_record(a, out, name, lambda m: m[k])
+        res = _view_record(a, out, name)
+    else:
+        res = _take_record(a, out, name, lambda m: m[k])
+    if name != 'index' and type(d) is np.ndarray:
+        _as_view(res, a, lambda m: m[k])
+    return res
+
+
+def _basic_key(k):
+    """Does key ``k`` (unwrapped) select a NumPy view (no advanced indexing)?"""
+    for x in (k if isinstance(k, tuple) else (k,)):
+        if not (x is None or x is Ellipsis or isinstance(x, slice) or (
+                isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))) or (
+                isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in 'iu')):
+            return False
+    return True
 
 
 def take_flat(a, idx):
@@ -1089,6 +1136,7 @@ def inplace(a, name, other=None, alpha=None):
     if a._rg and (not _OFF[0] or grad_mode.enabled) and a._tape is None:
         raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
                            f'operation ({name}_ on a tensor of shape {tuple(a._data.shape)}).')
+    _views.check_inplace(a, name + '_', not _OFF[0] or grad_mode.enabled)
     od = other._data if isinstance(other, Tensor) else other
     if alpha is not None:
         od = od * alpha
@@ -1135,6 +1183,8 @@ def inplace(a, name, other=None, alpha=None):
         before = _leaf_view_of(a)
         if name in _INPLACE:
             o = other
+            if isinstance(o, Tensor) and (o is a or np.may_share_memory(o._data, d)):
+                o = before if o is a else _leaf_view_of(o)   # x.mul_(x): the old values
             if alpha is not None:
                 o = mul(o, alpha) if isinstance(o, Tensor) else o * alpha
             recorded = _INPLACE[name][0](before, o)
@@ -1147,11 +1197,24 @@ def inplace(a, name, other=None, alpha=None):
             if src._data.shape != d.shape:
                 src = expand(src, d.shape)
             recorded = add(mul(before, 0.0), src)
+    base_before = _views.snapshot_base(a)
     d[...] = value
     _bump_version(a)
     if recorded is not None:
         rebind(a, recorded)
+    _after_inplace(a, recorded, base_before)
     return a
+
+
+def _after_inplace(a, recorded, base_before):
+    """An in-place op wrote ``a`` (now ``recorded`` in the graph, or None):
+    through a view, rewrite the base's graph; on a base, re-read its views."""
+    if base_before is not None:
+        _views.write_through(a, recorded, base_before)
+    elif a._extra is not None and 'views' in a._extra:
+        _views.mark_dirty(a)        # records that saved a view of a read new values
+        if recorded is not None:
+            _views.refresh(a)
 
 
 def inplace_apply(a, fn, *args, **kwargs):
@@ -1165,6 +1228,7 @@ def inplace_apply(a, fn, *args, **kwargs):
         raise RuntimeError('a leaf Variable that requires grad is being used in an in-place '
                            f'operation ({fn.__name__}_ on a tensor of shape '
                            f'{tuple(a._data.shape)}).')
+    _views.check_inplace(a, fn.__name__ + '_', not _OFF[0] or grad_mode.enabled)
     d = _storage(a)
     tape = a._tape
     if tape is not None:
@@ -1177,10 +1241,13 @@ def inplace_apply(a, fn, *args, **kwargs):
     if not np.can_cast(value.dtype, d.dtype, 'same_kind'):
         raise RuntimeError(f'{fn.__name__}_: result type {value.dtype} can\'t be cast to the '
                            f'desired output type {d.dtype}')
+    base_before = _views.snapshot_base(a)
     d[...] = value
     _bump_version(a)
-    if res._tape is not None:
+    recorded = res if res._tape is not None else None
+    if recorded is not None:
         rebind(a, res)
+    _after_inplace(a, recorded, base_before)
     return a
 
 

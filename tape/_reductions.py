@@ -120,18 +120,26 @@ def _arg(npf, opname):
     def f(a, dim=None, keepdim=False):
         note_value_use(opname)
         d = np.asarray(_t(a)._data)
-        if d.size == 0:
-            raise RuntimeError(f'{opname}(): Expected reduction dim to be specified for '
-                               f'input.numel() == 0 (input of shape {tuple(d.shape)})')
+        if d.size == 0 and dim is None:
+            raise IndexError(f'{opname}(): Expected reduction dim to be specified for '
+                             f'input.numel() == 0 (input of shape {tuple(d.shape)})')
         if dim is None:
             out = npf(d.reshape(-1))
             return _leaf(np.reshape(np.int64(out), (1,) * d.ndim) if keepdim else np.int64(out))
         dim = _one_dim(dim, d.ndim, opname)
         if d.ndim == 0:
             return _leaf(np.int64(0))
+        _check_nonempty(d, (dim,), opname)      # an empty input along another dim is fine
         return _leaf(npf(d, axis=dim, keepdims=keepdim).astype(np.int64))
     f.__name__ = opname
     return f
+
+
+def _check_nonempty(d, dims, opname):
+    for k in dims:
+        if d.shape[k] == 0:
+            raise IndexError(f'{opname}(): Expected reduction dim {k} to have non-zero size '
+                             f'(input of shape {tuple(d.shape)})')
 
 
 def _np_argmax(d, axis=None, keepdims=False):
@@ -140,8 +148,8 @@ def _np_argmax(d, axis=None, keepdims=False):
 
 
 def _np_argmin(d, axis=None, keepdims=False):
-    if d.dtype.kind == 'f' and np.isnan(d).any():
-        return np.argmax(np.isnan(d), axis=axis, keepdims=keepdims)
+    # NaN is also the minimum, as in PyTorch: np.argmin returns the first NaN
+    # of each row that has one and the ordinary argmin of the rest
     return np.argmin(d, axis=axis, keepdims=keepdims)
 
 
@@ -223,8 +231,11 @@ def _amax_amin(npf, opname):
         else:
             dims = _dims(dim, d.ndim, opname) if d.ndim else None
         if d.size == 0:
-            raise RuntimeError(f'{opname}(): Expected reduction dim to be specified for '
-                               f'input.numel() == 0 (input of shape {tuple(d.shape)})')
+            if dims is None:
+                raise RuntimeError(f'{opname}(): Expected reduction dim to be specified for '
+                                   f'input.numel() == 0. Specify the reduction dim with the '
+                                   f"'dim' argument (input of shape {tuple(d.shape)})")
+            _check_nonempty(d, dims, opname)
         value = npf(d, axis=dims, keepdims=True)
         if not (a._rg and grad_mode.enabled):
             if keepdim:
@@ -372,18 +383,23 @@ def logsumexp(a, dim, keepdim=False):
 
 
 # ------------------------------------------------------------- booleans
-def all(a, dim=None, keepdim=False):  # noqa: A001
+def _bool_reduce(npf, a, dim, keepdim, opname):
     d = np.asarray(_t(a)._data)
     if dim is None:
-        return _leaf(np.bool_(np.all(d)))
-    return _leaf(np.all(d, axis=_dims(dim, d.ndim, 'all'), keepdims=keepdim))
+        return _leaf(np.bool_(npf(d)))
+    if d.ndim == 0:         # dim 0 or -1 of a 0-d tensor is the tensor itself, as in PyTorch
+        for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+            _norm_dim(int(k), 1, opname)
+        return _leaf(np.bool_(npf(d)))
+    return _leaf(npf(d, axis=_dims(dim, d.ndim, opname), keepdims=keepdim))
+
+
+def all(a, dim=None, keepdim=False):  # noqa: A001
+    return _bool_reduce(np.all, a, dim, keepdim, 'all')
 
 
 def any(a, dim=None, keepdim=False):  # noqa: A001
-    d = np.asarray(_t(a)._data)
-    if dim is None:
-        return _leaf(np.bool_(np.any(d)))
-    return _leaf(np.any(d, axis=_dims(dim, d.ndim, 'any'), keepdims=keepdim))
+    return _bool_reduce(np.any, a, dim, keepdim, 'any')
 
 
 def count_nonzero(a, dim=None):

@@ -145,15 +145,23 @@ RULES = [
     E('sub', 'SubBackward0', 'ab', ('grad', '-grad'), fwd='a - b'),
     E('mul', 'MulBackward0', 'ab', ('grad * b', 'grad * a'), fwd='a * b'),
     E('div', 'DivBackward0', 'ab', ('grad / b', '-grad * a / (b * b)'), fwd='a / b'),
-    E('pow', 'PowBackward1', 'ab', ('grad * pow_grad(a, b)', 'grad * xlogy_safe(out, a)'),
+    # PyTorch's masks: no gradient to the base where the exponent is 0, nor to the
+    # exponent where the base is 0 and the exponent >= 0 (so 0 ** 0 gives no NaN);
+    # where_pos keeps the Tensor form of pow_grad (create_graph) from 0 * inf there
+    E('pow', 'PowBackward1', 'ab', ('grad * where_pos(eq(b, 0.0), 0.0, pow_grad(a, b))',
+                                    'grad * xlogy_safe(out, a)'),
       fwd='pow(a, b)'),
-    # ties split the gradient in half, as PyTorch does
-    E('maximum', 'MaximumBackward0', 'ab', ('grad * ge_half(a, b)', 'grad * ge_half(b, a)'),
+    # ties split the gradient in half and a NaN on either side passes it to both,
+    # as PyTorch does: each side gets it unless it is the strictly losing one
+    E('maximum', 'MaximumBackward0', 'ab', ('grad * (1.0 - ge_half(b, a))',
+                                            'grad * (1.0 - ge_half(a, b))'),
       fwd='maximum(a, b)'),
-    E('minimum', 'MinimumBackward0', 'ab', ('grad * ge_half(b, a)', 'grad * ge_half(a, b)'),
+    E('minimum', 'MinimumBackward0', 'ab', ('grad * (1.0 - ge_half(a, b))',
+                                            'grad * (1.0 - ge_half(b, a))'),
       fwd='minimum(a, b)'),
-    E('atan2', 'Atan2Backward0', 'ab', ('grad * b / (a * a + b * b)',
-                                        '-grad * a / (a * a + b * b)'), fwd='atan2(a, b)'),
+    # 0 where a * a + b * b is 0 (the origin, or underflow), as PyTorch masks it
+    E('atan2', 'Atan2Backward0', 'ab', ('grad * b * inv0(a * a + b * b)',
+                                        '-grad * a * inv0(a * a + b * b)'), fwd='atan2(a, b)'),
     E('remainder', 'RemainderBackward1', 'ab', ('grad', '-grad * floor(a / b)'),
       fwd='remainder(a, b)'),
     E('fmod', 'FmodBackward1', 'ab', ('grad', '-grad * trunc(a / b)'), fwd='fmod(a, b)'),
@@ -173,7 +181,10 @@ RULES = [
     E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c', fwd='c / a'),
     E('pow_scalar', 'PowBackward0', 'a', ('grad * pow_grad(a, c)',), consts='c',
       fwd='power(a, c)'),
-    E('rpow_scalar', 'PowBackward2', 'a', ('grad * out * log(c)',), consts='c', fwd='pow(c, a)'),
+    # out * log(c), but 0 where c == 0 and a >= 0 (out <= 1), as PyTorch masks it;
+    # c + zero(out) is c as a Tensor like out, which the Tensor form of xlogy_safe takes
+    E('rpow_scalar', 'PowBackward2', 'a', ('grad * xlogy_safe(out, c + zero(out))',),
+      consts='c', fwd='pow(c, a)'),
     E('remainder_scalar', 'RemainderBackward0', 'a', ('grad',), consts='c',
       fwd='remainder(a, c)'),
     E('fmod_scalar', 'FmodBackward0', 'a', ('grad',), consts='c', fwd='fmod(a, c)'),
@@ -188,7 +199,8 @@ RULES = [
     E('sigmoid', 'SigmoidBackward0', 'a', ('grad * out * (1.0 - out)',), fwd='sigmoid(a)'),
     # 0 where out <= 0; NaN passes the gradient, as PyTorch's threshold_backward does
     E('relu', 'ReluBackward0', 'a', ('grad * (1.0 - ge(0.0, out))',), fwd='maximum(a, 0.0)'),
-    E('abs', 'AbsBackward0', 'a', ('grad * sign(a)',), fwd='abs(a)'),
+    # sign(NaN) is 0 in PyTorch (eq(a, a) is 0 only there), so NaN passes no gradient
+    E('abs', 'AbsBackward0', 'a', ('grad * where_pos(eq(a, a), sign(a), 0.0)',), fwd='abs(a)'),
     E('rsqrt', 'RsqrtBackward0', 'a', ('-0.5 * grad * out * out * out',), fwd='1.0 / sqrt(a)'),
     E('exp2', 'Exp2Backward0', 'a', ('grad * out * 0.6931471805599453',), fwd='exp2(a)'),
     E('expm1', 'Expm1Backward0', 'a', ('grad * (out + 1.0)',), fwd='expm1(a)'),
@@ -229,8 +241,9 @@ RULES = [
     E('softplus', 'SoftplusBackward0', 'a',
       ('grad * where_pos(eq(out, a), 1.0, sigmoid(a * c))',), consts='cd',
       fwd='where_pos(gt(a * c, d), a, logaddexp0(a * c) / c)'),
-    # sign(-0.0) is 0.0 in NumPy; the helper keeps the zero's sign, hence + 0.0
-    E('sign', 'SignBackward0', 'a', ('zero(grad)',), fwd='sign(a) + 0.0'),
+    # sign(-0.0) is 0.0 in NumPy; the helper keeps the zero's sign, hence + 0.0;
+    # sign(NaN) is 0, as in PyTorch
+    E('sign', 'SignBackward0', 'a', ('zero(grad)',), fwd='where_pos(eq(a, a), sign(a), 0.0) + 0.0'),
     E('floor', 'FloorBackward0', 'a', ('zero(grad)',), fwd='floor(a)'),
     E('ceil', 'CeilBackward0', 'a', ('zero(grad)',), fwd='ceil(a)'),
     E('round', 'RoundBackward0', 'a', ('zero(grad)',), fwd='rint(a)'),

@@ -19,6 +19,7 @@ from ._reductions import _flat_index, take_as
 from ._rules import OP
 from ._tape import grad_mode
 from ._tensor import Tensor, _leaf, _norm_dim
+from ._views import as_view
 
 
 def _t(x):
@@ -64,7 +65,15 @@ def squeeze(a, dim=None):
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
         drop = {_norm_dim(int(k), len(shape), 'squeeze') for k in dims}
         new = tuple(s for i, s in enumerate(shape) if not (i in drop and s == 1))
-    return _view_as('squeeze', a, np.reshape(d, new))
+    return _reshaped_view('squeeze', a, new)
+
+
+def _reshaped_view(name, a, shape):
+    """A view record of ``a`` reshaped (no copy: squeeze, unsqueeze), marked as a view."""
+    res = _view_as(name, a, np.reshape(a._data, shape))
+    if type(a._data) is np.ndarray:
+        as_view(res, a, lambda m: m.reshape(shape))
+    return res
 
 
 def contiguous(a, memory_format=None):
@@ -81,7 +90,7 @@ def unsqueeze(a, dim):
     d = a._data
     shape = np.shape(d)
     k = _norm_dim(int(dim), len(shape) + 1, 'unsqueeze')
-    return _view_as('unsqueeze', a, np.reshape(d, shape[:k] + (1,) + shape[k:]))
+    return _reshaped_view('unsqueeze', a, shape[:k] + (1,) + shape[k:])
 
 
 def movedim(a, source, destination):
@@ -162,7 +171,8 @@ def narrow(a, dim, start, length):
         raise RuntimeError(f'narrow(): start ({start}) + length ({length}) exceeds dimension '
                            f'size ({size}) (tensor of shape {tuple(d.shape)})')
     key = (slice(None),) * dim + (slice(start, start + length),)
-    return take_as('slice', a, d[key], _flat_index(d.shape)[key])
+    return as_view(take_as('slice', a, d[key], _flat_index(d.shape)[key]), a,
+                   lambda m: m[key])
 
 
 def _split_sizes(size, split_size_or_sections, dim, shape):
@@ -192,9 +202,14 @@ def split(a, split_size_or_sections, dim=0):
     start = 0
     for s in sizes:
         key = (slice(None),) * dim + (slice(start, start + s),)
-        parts.append(take_as('split', a, d[key], idx[key]))
+        parts.append(as_view(take_as('split', a, d[key], idx[key]), a, _picker(key),
+                             multi='SplitBackward0'))
         start += s
     return tuple(parts)
+
+
+def _picker(key):
+    return lambda m: m[key]
 
 
 def chunk(a, chunks, dim=0):
@@ -217,8 +232,9 @@ def unbind(a, dim=0):
     idx = _flat_index(d.shape)
     out = []
     for i in range(d.shape[dim]):
-        key = (slice(None),) * dim + (i,)
-        out.append(take_as('select', a, d[key], idx[key]))
+        key = (slice(None),) * dim + (i, Ellipsis)
+        out.append(as_view(take_as('select', a, d[key], idx[key]), a, _picker(key),
+                           multi='UnbindBackward0'))
     return tuple(out)
 
 

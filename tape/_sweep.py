@@ -326,7 +326,7 @@ def run_scalar(root, retain_graph):
         if tape.epoch != inplace_epoch[0]:
             tape.check_versions(R, used)
     for leaf, s in tape.leaves:
-        if s >= BIG_BASE or leaf._extra is not None:
+        if s >= BIG_BASE or leaf._extra is not None or not leaf._rg:
             _deliver(leaf, s, store)
         elif reach[s]:                  # inline: the common small leaf without hooks
             d = leaf._data
@@ -407,12 +407,21 @@ def _grad_of(tape, x, store):
                 total = g.copy() if total is None else total + g
     if total is None:
         return None
+    if x._extra is not None and x._extra.get('hooks'):
+        # a leaf's tensor hooks see (and may replace) the gradient grad() returns
+        from ._hooks import run_leaf_hooks
+        d = x._data
+        return run_leaf_hooks(x, _leaf(total.reshape(d.shape).astype(d.dtype)),
+                              tensor_hooks_only=True)._data
     return total.reshape(x._data.shape).astype(x._data.dtype)
 
 
 def _deliver(leaf, s, store):
-    """Accumulate the gradient of leaf slot ``s`` into ``leaf.grad``, through its hooks."""
-    if not store.reached(s):
+    """Accumulate the gradient of leaf slot ``s`` into ``leaf.grad``, through its hooks.
+
+    A leaf that stopped requiring grad after the graph was built gets nothing,
+    as PyTorch's AccumulateGrad checks ``requires_grad`` when it runs."""
+    if not leaf._rg or not store.reached(s):
         return
     g = store.get(s, leaf._data.size)
     if g is None:

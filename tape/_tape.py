@@ -18,7 +18,10 @@ A *slot* is an offset into one gradient arena ``G`` (float64, or float32 for
 a graph that is float32 throughout: see ``tape/_sweep.py`` pack); a tensor with
 k elements owns G[slot : slot+k], flattened in C order.  Slots are handed out
 in recording order, so they never overlap and need no table.  Leaves get a
-slot the first time a tape meets them.
+slot the first time a tape meets them.  A zero-size tensor owns no element;
+one whose slot did not advance the counter (``alloc`` gives it one element
+anyway) shares its slot with the next tensor recorded, so a sweep must not
+take the one's gradient for the other's (``_differentiable._Acc``).
 
 ``V`` is ``np.concatenate(saved, axis=None)`` in G's dtype: the saved
 arrays are kept by reference while recording (no copy per op), and made into
@@ -162,13 +165,18 @@ class Tape:
         return slot
 
     def alloc(self, size):
-        """A new slot of ``size`` elements: in the arena G, or a big slot."""
+        """A new slot of ``size`` elements: in the arena G, or a big slot.
+
+        A zero-size tensor still takes one element: a slot that did not advance
+        ``gpos`` would be the next tensor's too, and the sweeps (reach flags,
+        the differentiable sweep's gradients by slot) would take the one for
+        the other."""
         if size >= BIG:
             slot = self.bpos
             self.bpos += size
         else:
             slot = self.gpos
-            self.gpos += size
+            self.gpos += size or 1
         return slot
 
     def add_attrs(self, arr):
@@ -312,9 +320,17 @@ def resolve(t):
     return tape
 
 
-# per opcode: does the record's backward read saved values?
-SAVING = np.array([bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.kind][2]
-                   for r in RULES])
+# Ops whose PyTorch nodes save something (a wrapped scalar, indices, a mask)
+# that the tape keeps as a record field or an attribute instead: PyTorch frees
+# it after a backward, so a second backward through them raises there too.
+# (Not 'put' and 'setitem': cat and stack are built of them, and PyTorch's
+# CatBackward0 saves nothing.)
+_SAVES_IN_PYTORCH = frozenset({'mul_scalar', 'div_scalar', 'index', 'gather', 'index_select',
+                               'masked_fill', 'where', 'scatter', 'max_dim', 'min_dim'})
+# per opcode: does the record die after a backward without retain_graph
+# (its backward reads saved values, here or in PyTorch)?
+SAVING = np.array([(bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.kind][2])
+                   or r.name in _SAVES_IN_PYTORCH for r in RULES])
 _V_OFFSET = np.array([KIND_FIELDS[r.kind][0] for r in RULES])
 _A_OFFSET = np.array([KIND_FIELDS[r.kind][1] for r in RULES])
 _IS_PYTHON = np.array([r.kind == 'python' for r in RULES])

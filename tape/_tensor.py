@@ -163,10 +163,19 @@ class Tensor:
     _extra = None       # dict: hooks, retain_grad
     __array_priority__ = 1000     # ndarray (op) Tensor defers to Tensor
 
-    def __init__(self, data=None, requires_grad=False):
-        # Tensor(data) follows torch.Tensor(data): float32 for Python numbers
+    def __init__(self, data=None, *sizes, requires_grad=False):
+        # Tensor(data) follows torch.Tensor(data): float32 for Python numbers;
+        # Tensor(2, 3) and Tensor(Size) make a (zero-filled) tensor of that shape
         if data is None:
             data = np.zeros(0, np.float32)
+        elif type(data) is int or isinstance(data, Size) or sizes:
+            shape = tuple(data) if isinstance(data, Size) else (data, *sizes)
+            if not all(type(s) is int for s in shape):
+                raise TypeError(f'new(): argument \'size\' must be a tuple of ints, but got '
+                                f'{tuple(type(s).__name__ for s in shape)}')
+            data = np.zeros(shape, np.float32)
+        elif isinstance(data, (float, complex, bool)):
+            raise TypeError(f'new(): data must be a sequence (got {type(data).__name__})')
         arr = np.array(data.numpy() if isinstance(data, Tensor) else data)
         if arr.dtype.kind in 'iub' and not isinstance(data, np.ndarray):
             arr = arr.astype(np.float32)
@@ -240,6 +249,11 @@ class Tensor:
             if value._data.shape != self._data.shape:
                 raise RuntimeError(f'assigned grad has data of a different size: '
                                    f'{tuple(value._data.shape)} vs {tuple(self._data.shape)}')
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError(f'attempting to assign a gradient with dtype '
+                                   f'{value._data.dtype} to a tensor with dtype '
+                                   f'{self._data.dtype}: the gradient must match the '
+                                   "tensor's dtype")
         self._grad = value
 
     def _retains_grad(self):
@@ -271,6 +285,9 @@ class Tensor:
         return t
 
     def detach_(self):
+        if self._extra is not None and 'view' in self._extra:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead. (detach_ on "
+                               f'a view of shape {tuple(np.shape(self._data))})')
         if self._tape is not None:
             self._tape = None
             self._rg = False
@@ -362,6 +379,12 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
+    def __format__(self, spec):
+        # f'{loss:.3f}': a 0-d tensor formats as its number, as in PyTorch
+        if np.ndim(self._data) == 0:
+            return format(self._data.item(), spec)
+        return object.__format__(self, spec)
+
     def __repr__(self):
         d = self._data
         suffixes = []
@@ -449,6 +472,7 @@ def _storage(t):
 
 def _bump_version(t):
     box = t._vbox
-    if box is not None:
-        box[0] += 1
+    if box is None:
+        box = t._vbox = [0]
+    box[0] += 1
     _tp.inplace_epoch[0] += 1

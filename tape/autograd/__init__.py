@@ -105,8 +105,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if create_graph:
         from .._differentiable import backward_differentiable
         grads = _seeds(outputs, grad_tensors, True)
-        backward_differentiable(outputs, _seq(grad_tensors), grads, retain_graph=True,
-                                inputs=None)
+        with enable_grad():             # create_graph records even under no_grad
+            backward_differentiable(outputs, _seq(grad_tensors), grads, retain_graph=True,
+                                    inputs=None)
         return
     grads = _seeds(outputs, grad_tensors, False)
     run(outputs, grads, retain_graph)
@@ -132,8 +133,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     grads = _seeds(outs, grad_outputs, create_graph)
     if create_graph:
         from .._differentiable import backward_differentiable
-        res = backward_differentiable(outs, _seq(grad_outputs), grads, retain_graph=True,
-                                      inputs=ins)
+        with enable_grad():             # create_graph records even under no_grad
+            res = backward_differentiable(outs, _seq(grad_outputs), grads, retain_graph=True,
+                                          inputs=ins)
     else:
         res = run(outs, grads, retain_graph, inputs=ins, accumulate=False)
         res = [None if g is None else _leaf(g) for g in res]

@@ -1,0 +1,224 @@
+"""Views: tensors that share a base tensor's memory, as PyTorch's view ops make them.
+
+A view op (basic indexing, ``view``/``reshape`` without a copy, ``t``,
+``transpose``, ``permute``, ``squeeze``/``unsqueeze``, ``narrow``, ``split``)
+marks its result with its *base* (the tensor that owns the memory, never
+itself a view) and a function that makes the view from an array shaped like
+the base (``vfn``).  From that:
+
+- a view shares its base's version counter, so an in-place change through
+  either one is seen by every record that saved the other;
+- an in-place op on a view of a leaf that requires grad raises, as in PyTorch;
+- an in-place op on a view rewrites the base's graph too (PyTorch's
+  CopySlices): the base becomes "the old base with the view's elements
+  replaced by the op's result", and the op's gradient reaches the base's
+  history only through the elements it did not overwrite;
+- after the base's graph changes (an in-place op on the base or on any of
+  its views), its live views that require grad are re-read from the new base,
+  so gradients through a view made before the change are those of the new
+  values (PyTorch regenerates such a view's ``grad_fn`` from the base).
+
+Positions come from ``vfn`` applied to an index array: ``vfn(arange(n).
+reshape(base.shape))`` holds, per view element, its flat position in the
+base, because the view functions only select and rearrange.
+"""
+import weakref
+
+import numpy as np
+
+from ._tensor import Tensor, _leaf
+
+
+def as_view(res, a, vfn, multi=None):
+    """Mark ``res`` (a new tensor whose data is a NumPy view of ``a``'s) as a
+    view of ``a``'s base; ``vfn(arr)`` makes ``res``'s data from ``a``'s.
+
+    ``multi``: the node name of an op that returns several views (split,
+    unbind), whose outputs PyTorch does not let an in-place op change."""
+    if res is a or type(res._data) is not np.ndarray:
+        return res
+    ext = a._extra
+    src = ext.get('view') if ext is not None else None
+    if src is not None:
+        base, f0 = src
+        fn = _compose(f0, vfn)
+    else:
+        base, fn = a, vfn
+    box = base._vbox
+    if box is None:
+        box = base._vbox = [0]
+    res._vbox = box
+    e = res._extra
+    if e is None:
+        e = res._extra = {}
+    e['view'] = (base, fn)
+    if multi is not None:
+        e['view_multi'] = multi
+    if base._rg:
+        bext = base._extra
+        if bext is None:
+            bext = base._extra = {}
+        views = bext.get('views')
+        if views is None:
+            views = bext['views'] = weakref.WeakSet()
+        views.add(res)
+    return res
+
+
+def _compose(f0, f1):
+    return lambda arr: f1(f0(arr))
+
+
+def view_source(t):
+    """(base, vfn) when ``t`` is a view, else None."""
+    ext = t._extra
+    return ext.get('view') if ext is not None else None
+
+
+def check_inplace(t, opname, grad_enabled):
+    """Raise as PyTorch does for an in-place op on a view of a leaf that requires grad."""
+    src = view_source(t)
+    if src is None or not grad_enabled:
+        return
+    base = src[0]
+    multi = t._extra.get('view_multi')
+    if multi is not None and (base._rg or t._rg):
+        raise RuntimeError(f'Output of {multi} is a view and is being modified inplace ({opname}). '
+                           'This view is the output of a function that returns multiple views. '
+                           'Such functions do not allow the output views to be modified '
+                           'inplace. You should replace the inplace operation by an '
+                           'out-of-place one.')
+    if base._rg and base._tape is None:
+        raise RuntimeError('a view of a leaf Variable that requires grad is being used in an '
+                           f'in-place operation ({opname} on a view of shape '
+                           f'{tuple(np.shape(t._data))} of a leaf of shape '
+                           f'{tuple(np.shape(base._data))}).')
+
+
+def positions(base, fn):
+    """Per element of the view ``fn`` makes, its flat position in ``base``."""
+    d = base._data
+    return np.ascontiguousarray(fn(np.arange(np.size(d), dtype=np.int64).reshape(np.shape(d))),
+                                dtype=np.int64).reshape(-1)
+
+
+def snapshot_base(t):
+    """Before an in-place op on view ``t``: its base as it is now, as an op input
+    (a copy of the data, the base's place in the graph), or None for a non-view."""
+    src = view_source(t)
+    if src is None:
+        return None
+    from ._ops import _leaf_view_of
+    return _leaf_view_of(src[0])
+
+
+def write_through(t, new_value, before):
+    """After an in-place op wrote view ``t`` (whose graph value is now
+    ``new_value``, a recorded tensor or None): rewrite its base's graph.
+
+    ``before`` is the base's snapshot from ``snapshot_base``.  Records that
+    saved the base or any of its views by reference are marked stale."""
+    base, fn = view_source(t)
+    from . import _ops
+    from ._structural import record_where
+    from ._tape import grad_mode
+    mark_dirty(base)
+    if not grad_mode.enabled or (base._tape is None and (new_value is None
+                                                          or new_value._tape is None)):
+        return
+    bd = _ops._storage(base)
+    flat = positions(base, fn)
+    mask = np.zeros(bd.size, bool)
+    mask[flat] = True
+    if new_value is None:
+        new_value = _leaf(np.array(t._data, copy=True))
+    v = _ops.reshape(new_value, -1)
+    s = _ops.reshape(_ops.put_flat(v, flat, bd.size), bd.shape)
+    recorded = record_where('setitem', mask.reshape(bd.shape), s, before,
+                            np.array(bd, copy=True))
+    _ops.rebind(base, recorded)
+    refresh(base)
+
+
+def mark_dirty(base):
+    """Records that saved ``base`` or a view of it by reference now see new values:
+    a backward through them raises (PyTorch's shared version counter).
+
+    The live views are marked by slot; records that saved a view which is gone
+    by now are found by memory: every saved array that may share memory with
+    the base marks the record that saved it."""
+    ext = base._extra
+    members = [base] + (list(ext['views']) if ext is not None and 'views' in ext else [])
+    tapes = []
+    for m in members:
+        tape = m._tape
+        if tape is not None:
+            if tape.alias is not None:
+                from ._tape import resolve
+                tape = resolve(m)
+            tape.dirty = (tape.dirty or []) + [(m._goff, tape.n)]
+            if tape not in tapes:
+                tapes.append(tape)
+    if type(base._data) is np.ndarray:
+        for tape in tapes:
+            _mark_saved_overlaps(tape, base._data)
+
+
+def _mark_saved_overlaps(tape, memory):
+    """Mark stale every record of ``tape`` whose saved arrays may share ``memory``."""
+    from ._big import BIG_FLAG
+    from ._rules import KIND_FIELDS, RULES
+    R = np.frombuffer(tape.rec, np.int64).reshape(-1, 8)[:tape.n].copy()
+    stale = set()
+    for k in range(len(R)):                         # large records keep their arrays
+        if R[k, 0] & BIG_FLAG and R[k, 5] < len(tape.big):
+            for arr in tape.big[R[k, 5]].saved.values():
+                if isinstance(arr, np.ndarray) and np.may_share_memory(arr, memory):
+                    stale.add(k)
+    if tape.saved:
+        # small records: saved arrays are appended in record order, each record's
+        # from its V offset (field 5) on
+        base_off = tape.freed[0] if tape.freed is not None else 0
+        starts = []
+        for k in range(len(R)):
+            op = R[k, 0]
+            if op & BIG_FLAG:
+                continue
+            rule = RULES[op]
+            fields = KIND_FIELDS[rule.kind]
+            if fields[0] and fields[2] and (rule.kind != 'elementwise' or rule.saves):
+                starts.append((int(R[k, 5]), k))
+        off = base_off
+        j = -1
+        for arr in tape.saved:
+            size = int(np.size(arr))
+            while j + 1 < len(starts) and starts[j + 1][0] <= off:
+                j += 1
+            if j >= 0 and isinstance(arr, np.ndarray) and np.may_share_memory(arr, memory):
+                stale.add(starts[j][1])
+            off += size
+    for k in stale:
+        tape.boxes.append(([1], 0, k))     # a version that no longer matches
+
+
+def refresh(base):
+    """After ``base``'s graph changed: its live views that require grad read the
+    new base (each becomes a record taking its elements from it)."""
+    ext = base._extra
+    views = ext.get('views') if ext is not None else None
+    if not views or base._tape is None:
+        return
+    from ._ops import rebind
+    from ._reductions import take_as
+    from ._tape import grad_mode
+    if not grad_mode.enabled:
+        return
+    fresh_base = _leaf(base._data)      # the base as an op input: its current graph place
+    fresh_base._rg, fresh_base._tape = base._rg, base._tape
+    fresh_base._goff, fresh_base._rec = base._goff, base._rec
+    for v in list(views):
+        src = view_source(v)
+        if src is None or src[0] is not base or not isinstance(v, Tensor):
+            continue
+        r = take_as('index', fresh_base, v._data, positions(base, src[1]))
+        rebind(v, r)

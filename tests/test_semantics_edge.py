@@ -1,0 +1,199 @@
+"""PyTorch behaviours found missing by a side-by-side hunt: each test is one of them.
+
+Torch-free assertions state PyTorch's result; where torch is installed, a few
+also compare with it directly.
+"""
+import numpy as np
+import pytest
+
+import tape
+from tape.autograd import Function
+
+
+# ------------------------------------------------------------- construction
+def test_tensor_with_float64_dtype_keeps_python_floats_exact():
+    assert tape.tensor([0.3], dtype=tape.float64).item() == 0.3
+    assert tape.tensor([5e-324], dtype=tape.float64).item() == 5e-324
+    assert tape.tensor(0.1, dtype=tape.float64).item() == 0.1
+    assert tape.tensor([1.7, -2.5], dtype=tape.int64).tolist() == [1, -2]
+
+
+def test_tensor_of_numpy_float64_scalars_is_float64():
+    assert tape.tensor([np.float64(1.0), np.float64(2.0)]).dtype == tape.float64
+    assert tape.tensor([1.0, 2.0]).dtype == tape.float32
+
+
+def test_legacy_constructor_with_sizes():
+    assert tape.Tensor(2, 3).shape == (2, 3)
+    assert tape.Tensor(tape.Size([4])).shape == (4,)
+    assert tape.Tensor(2).shape == (2,)
+    assert tape.Tensor([2, 3]).tolist() == [2.0, 3.0]
+    assert tape.Tensor().shape == (0,)
+    with pytest.raises(TypeError):
+        tape.Tensor(2.5)
+
+
+def test_to_with_copy_gives_new_memory():
+    x = tape.tensor([1.0, 2.0])
+    assert x.to(tape.float32) is x
+    t = x.to(tape.float32, copy=True)
+    t[0] = 9.0
+    assert x.tolist() == [1.0, 2.0]
+    assert x.to(tape.zeros(1, dtype=tape.float64)).dtype == tape.float64
+    assert x.to('cpu', tape.float64).dtype == tape.float64
+
+
+def test_format_spec_on_a_0d_tensor():
+    assert f'{tape.tensor(1.5):.3f}' == '1.500'
+    with pytest.raises(TypeError):
+        f'{tape.tensor([1.0, 2.0]):.3f}'
+
+
+# ------------------------------------------------------------------ .grad
+def test_grad_setter_rejects_another_dtype():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match='dtype'):
+        x.grad = tape.tensor([5, 5])
+    with pytest.raises(RuntimeError, match='dtype'):
+        x.grad = tape.tensor([5.0, 5.0], dtype=tape.float64)
+    assert x.grad is None
+    x.grad = tape.tensor([5.0, 5.0])
+    (x * 1.5).sum().backward()
+    assert x.grad.tolist() == [6.5, 6.5]
+
+
+def test_leaf_that_stops_requiring_grad_gets_no_gradient():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    x.requires_grad_(False)
+    y.sum().backward()
+    assert x.grad is None
+    x2 = tape.tensor([1.0, 2.0], requires_grad=True)
+    w = tape.tensor([3.0, 4.0], requires_grad=True)
+    y = (x2 * w).sum()
+    x2.requires_grad_(False)
+    tape.autograd.backward(y, create_graph=True)
+    assert x2.grad is None and w.grad.tolist() == [1.0, 2.0]
+
+
+# -------------------------------------------------------------- grad modes
+def test_no_grad_decorates_generators_per_resume():
+    x = tape.ones(2, requires_grad=True)
+
+    @tape.no_grad()
+    def gen():
+        sent = yield (x * 2).requires_grad
+        yield sent, (x * 2).requires_grad
+        return 'done'
+
+    it = gen()
+    assert next(it) is False
+    assert tape.is_grad_enabled()               # not while suspended
+    assert it.send(7) == (7, False)
+    with pytest.raises(StopIteration) as stop:
+        next(it)
+    assert stop.value.value == 'done'
+
+
+def test_no_grad_and_enable_grad_without_parentheses():
+    x = tape.ones(2, requires_grad=True)
+
+    @tape.no_grad
+    def f(a):
+        return a * 2
+
+    @tape.enable_grad
+    def g(a):
+        return a * 2
+
+    assert f(x).requires_grad is False
+    with tape.no_grad():
+        assert g(x).requires_grad is True
+
+
+def test_create_graph_under_no_grad_still_builds_the_graph():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    y = (x ** 3).sum()
+    with tape.no_grad():
+        g, = tape.autograd.grad(y, x, create_graph=True)
+    assert g.requires_grad
+    h, = tape.autograd.grad(g.sum(), x)
+    assert h.tolist() == [6.0, 12.0]
+
+
+# ------------------------------------------------------------------- hooks
+def test_hooks_run_with_grad_mode_off_unless_create_graph():
+    seen = []
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda g: seen.append(('leaf', tape.is_grad_enabled())))
+    h = x * 3
+    h.register_hook(lambda g: seen.append(('mid', tape.is_grad_enabled())))
+    (h * h).sum().backward()
+    assert seen == [('mid', False), ('leaf', False)]
+    seen.clear()
+    h = x * 3
+    h.register_hook(lambda g: seen.append(('mid', tape.is_grad_enabled())))
+    tape.autograd.grad((h * h).sum(), x, create_graph=True)
+    assert seen == [('mid', True), ('leaf', True)]
+
+
+@pytest.mark.parametrize('returns', [True, False])
+def test_non_leaf_hook_changing_the_gradient_in_place(returns):
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+
+    def hook(g):
+        g.mul_(10)
+        return g if returns else None
+    h.register_hook(hook)
+    (h * h).sum().backward()
+    assert x.grad.tolist() == [80.0, 160.0]
+
+
+def test_leaf_hooks_run_under_autograd_grad():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda g: g * 10)
+    assert tape.autograd.grad((x * 2).sum(), x)[0].tolist() == [20.0, 20.0]
+    g, = tape.autograd.grad((x * x).sum(), x, create_graph=True)
+    assert g.tolist() == [20.0, 40.0]
+    assert x.grad is None
+
+
+def test_hook_changing_the_dtype_raises():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    h.register_hook(lambda g: g.double())
+    with pytest.raises(RuntimeError, match='changed the type'):
+        (h * h).sum().backward()
+
+
+# ------------------------------------------------- a second backward raises
+@pytest.mark.parametrize('make', [
+    lambda x, i, m: (x * 3).sum(),
+    lambda x, i, m: (x / 2).sum(),
+    lambda x, i, m: x[i].sum(),
+    lambda x, i, m: x.gather(0, i).sum(),
+    lambda x, i, m: x.index_select(0, i).sum(),
+    lambda x, i, m: x.masked_fill(m, 0.0).sum(),
+    lambda x, i, m: tape.where(m, x, tape.zeros(2)).sum(),
+    lambda x, i, m: x.reshape(1, 2).max(1)[0].sum(),
+])
+def test_second_backward_through_what_pytorch_saves_raises(make):
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    y = make(x, tape.tensor([0, 1]), tape.tensor([True, False]))
+    y.backward()
+    with pytest.raises(RuntimeError, match='backward through the graph a second time'):
+        y.backward()
+
+
+@pytest.mark.parametrize('make', [
+    lambda x: (x + 3).sum(), lambda x: x.mean(), lambda x: x[0], lambda x: x[:1].sum(),
+    lambda x: tape.cat([x, x]).sum(), lambda x: tape.stack([x, x]).sum(),
+    lambda x: x.expand(3, 2).sum(),
+])
+def test_second_backward_through_what_saves_nothing_works(make):
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    y = make(x)
+    y.backward()
+    y.backward()
+    assert x.grad is not None
