@@ -845,6 +845,19 @@ def vjp_clamp(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 
 @njit(cache=True, error_model='numpy')
+def vjp_hardtanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
+    """HardtanhBackward0: ga += grad * eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d))"""
+    n = g.shape[0]
+    if ga.shape[0]:
+        if set_a:
+            for i in range(n):
+                ga[i] = g[i] * eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d))
+        else:
+            for i in range(n):
+                ga[i] += g[i] * eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d))
+
+
+@njit(cache=True, error_model='numpy')
 def vjp_norm_root(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """LinalgVectorNormBackward0: ga += grad * c * out * inv0(a)"""
     n = g.shape[0]

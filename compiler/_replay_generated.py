@@ -13,7 +13,7 @@ from numba import njit, uint64
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
 from compiler.kernels import ceil, cosh, eq, erf, exp2, floor, fmod, gt, logaddexp0, maximum, minimum, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, where_pos  # noqa: F401
 
-PYTHON_OP = 105
+PYTHON_OP = 106
 BIG_FLAG = 1048576     # records over large tensors are not replayed (tape/_big.py)
 
 
@@ -160,109 +160,109 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 57:  # clamp
             if _fwd_clamp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 61:  # sum
+        elif op == 62:  # sum
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 62:  # mean
+        elif op == 63:  # mean
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 63:  # sum_dim
+        elif op == 64:  # sum_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 64:  # mean_dim
+        elif op == 65:  # mean_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 66:  # expand
+        elif op == 67:  # expand
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 67:  # broadcast
+        elif op == 68:  # broadcast
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 68:  # view
+        elif op == 69:  # view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 69:  # reshape
+        elif op == 70:  # reshape
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 70:  # index
+        elif op == 71:  # index
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 71:  # slice
+        elif op == 72:  # slice
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 72:  # select
+        elif op == 73:  # select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 73:  # t
+        elif op == 74:  # t
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 74:  # transpose
+        elif op == 75:  # transpose
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 75:  # permute
+        elif op == 76:  # permute
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 77:  # mm
+        elif op == 78:  # mm
             if _f_mm(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 83:  # gather
+        elif op == 84:  # gather
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 84:  # index_select
+        elif op == 85:  # index_select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 85:  # flip
+        elif op == 86:  # flip
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 86:  # repeat
+        elif op == 87:  # repeat
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 87:  # split
+        elif op == 88:  # split
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 88:  # max_dim
+        elif op == 89:  # max_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 89:  # min_dim
+        elif op == 90:  # min_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 90:  # prod
+        elif op == 91:  # prod
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 91:  # prod_dim
+        elif op == 92:  # prod_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 92:  # squeeze
+        elif op == 93:  # squeeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 93:  # unsqueeze
+        elif op == 94:  # unsqueeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 96:  # dot
+        elif op == 97:  # dot
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 97:  # mv
+        elif op == 98:  # mv
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 98:  # squeeze_matmul
+        elif op == 99:  # squeeze_matmul
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 99:  # t_vector
+        elif op == 100:  # t_vector
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 100:  # alias
+        elif op == 101:  # alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 101:  # unsqueeze_take
+        elif op == 102:  # unsqueeze_take
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 102:  # reshape_alias
+        elif op == 103:  # reshape_alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 103:  # unsafe_view
+        elif op == 104:  # unsafe_view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 104:  # contiguous
+        elif op == 105:  # contiguous
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         else:
@@ -1583,6 +1583,29 @@ def _fwd_clamp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 
 @njit(cache=True, error_model='numpy')
+def _fwd_hardtanh(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """HardtanhBackward0: out = minimum(maximum(a, c), d)."""
+    uout = uint64(out)
+    c = RF[k, 7]
+    d = RF[k, 6]
+    uv0 = uint64(v)
+    if in0 >= 0:
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
+    else:
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    uvo = uint64(v + 1 * n)
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        r = minimum(maximum(a, c), d)
+        F[uout + i] = r
+        V[uvo + i] = r
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
 def _fwd_norm_root(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """LinalgVectorNormBackward0: out = where_pos(eq(c, 0.5), sqrt(a), pow(a, c))."""
     uout = uint64(out)
@@ -1671,16 +1694,17 @@ COLD_FWD = {
     54: _fwd_round,
     55: _fwd_round_decimals,
     56: _fwd_trunc,
-    58: _fwd_norm_root,
-    59: _fwd_std_root,
-    60: _fwd_var_scale,
-    65: _f_lse,
-    76: _f_put,
-    78: _f_where,
+    58: _fwd_hardtanh,
+    59: _fwd_norm_root,
+    60: _fwd_std_root,
+    61: _fwd_var_scale,
+    66: _f_lse,
+    77: _f_put,
     79: _f_where,
-    80: _f_cumsum,
-    81: _f_cumprod,
-    82: _f_bmm,
-    94: _f_where,
+    80: _f_where,
+    81: _f_cumsum,
+    82: _f_cumprod,
+    83: _f_bmm,
     95: _f_where,
+    96: _f_where,
 }

@@ -11,7 +11,7 @@ from numba import njit, uint64
 
 from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
-PYTHON_OP = 105
+PYTHON_OP = 106
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
@@ -117,76 +117,76 @@ def sweep(R, G, V, A, reach, start, stop):
             _op_abs(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 57:  # clamp
             _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 61:  # sum
+        elif op == 62:  # sum
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 62:  # mean
+        elif op == 63:  # mean
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 63:  # sum_dim
+        elif op == 64:  # sum_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 64:  # mean_dim
+        elif op == 65:  # mean_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 66:  # expand
+        elif op == 67:  # expand
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 67:  # broadcast
+        elif op == 68:  # broadcast
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 68:  # view
+        elif op == 69:  # view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 69:  # reshape
+        elif op == 70:  # reshape
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 70:  # index
+        elif op == 71:  # index
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 71:  # slice
+        elif op == 72:  # slice
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 72:  # select
+        elif op == 73:  # select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 73:  # t
+        elif op == 74:  # t
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 74:  # transpose
+        elif op == 75:  # transpose
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 75:  # permute
+        elif op == 76:  # permute
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 77:  # mm
+        elif op == 78:  # mm
             if _k_mm(RF, G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
                 return k
-        elif op == 83:  # gather
+        elif op == 84:  # gather
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 84:  # index_select
+        elif op == 85:  # index_select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 85:  # flip
+        elif op == 86:  # flip
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 86:  # repeat
+        elif op == 87:  # repeat
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 87:  # split
+        elif op == 88:  # split
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 88:  # max_dim
+        elif op == 89:  # max_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 89:  # min_dim
+        elif op == 90:  # min_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 90:  # prod
+        elif op == 91:  # prod
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 91:  # prod_dim
+        elif op == 92:  # prod_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 92:  # squeeze
+        elif op == 93:  # squeeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 93:  # unsqueeze
+        elif op == 94:  # unsqueeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 96:  # dot
+        elif op == 97:  # dot
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 97:  # mv
+        elif op == 98:  # mv
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 98:  # squeeze_matmul
+        elif op == 99:  # squeeze_matmul
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 99:  # t_vector
+        elif op == 100:  # t_vector
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 100:  # alias
+        elif op == 101:  # alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 101:  # unsqueeze_take
+        elif op == 102:  # unsqueeze_take
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 102:  # reshape_alias
+        elif op == 103:  # reshape_alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 103:  # unsafe_view
+        elif op == 104:  # unsafe_view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 104:  # contiguous
+        elif op == 105:  # contiguous
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # Python runs it (COLD, or a new dispatcher)
@@ -1129,6 +1129,21 @@ def _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 
 @njit(cache=True, error_model='numpy')
+def _op_hardtanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """HardtanhBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
+    c = RF[k, 7]
+    d = RF[k, 6]
+    if g0 >= 0:
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * eq(V[uv1 + i], V[uv0 + i]) * (1.0 - eq(V[uv0 + i], c)) * (1.0 - eq(V[uv0 + i], d))
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
 def _op_norm_root(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """LinalgVectorNormBackward0."""
     ugo = uint64(go)
@@ -1203,19 +1218,20 @@ COLD = {
     54: _op_round,
     55: _op_round_decimals,
     56: _op_trunc,
-    58: _op_norm_root,
-    59: _op_std_root,
-    60: _op_var_scale,
-    65: _k_lse,
-    76: _k_put,
-    78: _k_where,
+    58: _op_hardtanh,
+    59: _op_norm_root,
+    60: _op_std_root,
+    61: _op_var_scale,
+    66: _k_lse,
+    77: _k_put,
     79: _k_where,
-    80: _k_cumsum,
-    81: _k_cumprod,
-    82: _k_bmm,
-    94: _k_where,
+    80: _k_where,
+    81: _k_cumsum,
+    82: _k_cumprod,
+    83: _k_bmm,
     95: _k_where,
+    96: _k_where,
 }
 
 # the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
-HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 57, 61, 62, 63, 64, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 77, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 96, 97, 98, 99, 100, 101, 102, 103, 104})
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 57, 62, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 78, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 97, 98, 99, 100, 101, 102, 103, 104, 105})

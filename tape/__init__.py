@@ -23,6 +23,8 @@ from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: 
                          is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ._pool import aligned, aligned_empty
 from ._tensor import Tensor, Size, _leaf
+from ._tape import grad_mode as _mode
+from . import _dtypes
 from . import autograd
 from . import func
 from ._sweep import run_scalar as _run_scalar
@@ -268,16 +270,68 @@ def is_tensor(x):
 
 
 # ---------------------------------------------------------------- functions
-add = _ops.add
-sub = _ops.sub
-subtract = _ops.sub
-mul = _ops.mul
-multiply = _ops.mul
-div = _ops.div
-divide = _ops.div
-true_divide = _ops.div
-maximum = _ops.maximum
-minimum = _ops.minimum
+def _either(op, rop, name):
+    """``tape.<name>(input, other)``: either argument may be the tensor (a Python
+    number first is PyTorch's wrapped scalar: ``tape.add(2.0, x)``)."""
+    def f(input, other, *, out=None):  # noqa: A002
+        if isinstance(input, Tensor):
+            return op(input, other)
+        if isinstance(other, Tensor) and rop is not None:
+            return rop(other, input)
+        raise TypeError(f'{name}(): argument \'input\' must be Tensor, not '
+                        f'{type(input).__name__}')
+    f.__name__ = name
+    return f
+
+
+def add(input, other, *, alpha=None, out=None):  # noqa: A002
+    """``input + alpha * other``."""
+    if alpha is not None and alpha != 1:
+        other = other * alpha
+    return _add(input, other)
+
+
+def sub(input, other, *, alpha=None, out=None):  # noqa: A002
+    """``input - alpha * other``."""
+    if alpha is not None and alpha != 1:
+        other = other * alpha
+    return _sub(input, other)
+
+
+def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
+    """``input / other``; ``rounding_mode`` 'trunc' or 'floor' rounds the quotient
+    (its gradient is then zero, as in PyTorch)."""
+    if rounding_mode is None:
+        return _div(input, other)
+    if rounding_mode == 'floor':
+        return floor_divide(input, other)
+    if rounding_mode != 'trunc':
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                         f"but found '{rounding_mode}'")
+    a = input if isinstance(input, Tensor) else _ops._const(input, other)
+    b = other if isinstance(other, Tensor) else _ops._const(other, a)
+    if a._data.dtype.kind in 'iub' and b._data.dtype.kind in 'iub':
+        _no_integer_zero(b._data)
+        q = np.trunc(np.true_divide(a._data, b._data))
+        return _leaf(q.astype(np.result_type(a._data, b._data)))
+    return _ew.trunc(_div(a, b))
+
+
+def _no_integer_zero(bd):
+    if np.any(np.asarray(bd) == 0):
+        raise RuntimeError('ZeroDivisionError')
+
+
+_add = _either(_ops.add, _ops.radd, 'add')
+_sub = _either(_ops.sub, _ops.rsub, 'sub')
+_div = _either(_ops.div, _ops.rdiv, 'div')
+subtract = sub
+mul = _either(_ops.mul, _ops.rmul, 'mul')
+multiply = mul
+divide = div
+true_divide = _div
+maximum = _either(_ops.maximum, None, 'maximum')      # (no Python number first:
+minimum = _either(_ops.minimum, None, 'minimum')      # PyTorch raises TypeError)
 neg = _ops.neg
 negative = _ops.neg
 exp = _ops.exp
@@ -454,7 +508,24 @@ erf, reciprocal, sign, floor, ceil, trunc = _ew.erf, _ew.reciprocal, _ew.sign, _
 round, square, silu = _ew.round, _ew.square, _ew.silu  # noqa: A001
 clamp, clip, clamp_min, clamp_max = _ew.clamp, _ew.clamp, _ew.clamp_min, _ew.clamp_max
 atan2 = arctan2 = _ew.atan2
-remainder, fmod = _ew.remainder, _ew.fmod
+def remainder(input, other, *, out=None):  # noqa: A002
+    """Python's ``%``: the sign of the divisor."""
+    if isinstance(input, Tensor):
+        if input._data.dtype.kind in 'iub' and np.result_type(
+                input._data, other._data if isinstance(other, Tensor) else other).kind in 'iub':
+            _no_integer_zero(other._data if isinstance(other, Tensor) else other)
+        return _ew.remainder(input, other)
+    if isinstance(other, Tensor):
+        return _ew.rremainder(other, input)
+    raise TypeError(f"remainder(): argument 'input' must be Tensor, not {type(input).__name__}")
+
+
+def fmod(input, other, *, out=None):  # noqa: A002
+    """C's ``fmod``: the sign of the dividend."""
+    if input._data.dtype.kind in 'iub' and np.result_type(
+            input._data, other._data if isinstance(other, Tensor) else other).kind in 'iub':
+        _no_integer_zero(other._data if isinstance(other, Tensor) else other)
+    return _ew.fmod(input, other)
 where, masked_fill, nonzero = _ew.where, _ew.masked_fill, _ew.nonzero
 eq, ne, lt, le, gt, ge = _ew.eq, _ew.ne, _ew.lt, _ew.le, _ew.gt, _ew.ge
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
@@ -493,10 +564,18 @@ def repeat_interleave(a, repeats, dim=None):
 
 
 def floor_divide(a, b):
-    """``a // b`` rounded toward minus infinity (not differentiable, as in PyTorch)."""
+    """``a // b`` rounded toward minus infinity, in PyTorch's result dtype (not
+    differentiable, as in PyTorch: a tensor that requires grad gets a zero
+    gradient through it).  Integer division by zero raises, as in PyTorch."""
+    if isinstance(a, Tensor) and a._rg and a._data.dtype.kind == 'f' and _mode.enabled:
+        return _ew.floor(_div(a, b))
     ad = a._data if isinstance(a, Tensor) else a
     bd = b._data if isinstance(b, Tensor) else b
-    return _leaf(np.floor_divide(ad, bd))
+    if np.result_type(ad, bd).kind in 'iub' and not isinstance(bd, builtins.float):
+        _no_integer_zero(bd)
+    with np.errstate(divide='ignore', invalid='ignore'):
+        out = np.floor_divide(ad, bd)
+    return _leaf(_dtypes.binary_result('floor_divide', ad, bd, np.asarray(out)))
 
 
 class Generator:
@@ -551,7 +630,8 @@ def _bind_more():
     T.__rmatmul__ = lambda a, b: _la.matmul(_ops._const(b, a), a)
     T.__eq__, T.__ne__, T.__lt__ = _ew.eq, _ew.ne, _ew.lt
     T.__le__, T.__gt__, T.__ge__ = _ew.le, _ew.gt, _ew.ge
-    T.__mod__, T.__rmod__ = _ew.remainder, _ew.rremainder
+    T.__mod__, T.__rmod__ = remainder, _ew.rremainder
+    T.__pos__ = lambda a: a
     T.__floordiv__ = floor_divide
     T.__rfloordiv__ = lambda a, b: floor_divide(b, a)
     T.__and__ = T.__rand__ = _ew.bitwise_and

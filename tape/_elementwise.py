@@ -158,7 +158,9 @@ def relu6(a):
 
 
 def hardtanh(a, min_val=-1.0, max_val=1.0):
-    return clamp(a, min_val, max_val)
+    a = _t(a)
+    out = np.clip(a._data, min_val, max_val)
+    return _with_const('hardtanh', a, out, min_val, max_val)
 
 
 # ------------------------------------------------------------------ clamp

@@ -177,7 +177,7 @@ def _expand_slot(tape, slot, small_shape, big_shape, size_small, size_big):
         tape.n += 1
         return out
     out = tape.gpos
-    tape.gpos = out + size_big
+    tape.gpos = out + (size_big or 1)
     ax = 0 if size_small == 1 else tape.add_attrs(_broadcast_attrs(big_shape, small_shape))
     tape.rec += _PACK(_OP_BROADCAST, out, size_big, slot, -1, 0, ax, size_small)
     tape.n += 1
@@ -249,7 +249,7 @@ def _record_binary(op, a, b, out):
                             [shape, shape], [_float_dtype(ad.dtype), _float_dtype(bd.dtype)])
         return _big_record(tape, op, out, n, g0, g1, meta)
     slot = tape.gpos
-    tape.gpos = slot + n
+    tape.gpos = slot + (n or 1)     # an empty result still owns a slot
     v = tape.vpos
     if sv:
         saved = tape.saved
@@ -291,7 +291,7 @@ def _record_unary(op, a, out, const=None, const_d=None):
                                         [_float_dtype(a._data.dtype)]),
                            const=0.0 if const is None else const, const_d=const_d)
     slot = tape.gpos
-    tape.gpos = slot + n
+    tape.gpos = slot + (n or 1)
     v = tape.vpos
     sv = _SAVES[op]
     saved = tape.saved
@@ -343,7 +343,7 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
             return _big_record(tape, op, out, n, g0, g1, meta, ax=ax, const=scale)
         return _big_record(tape, op, out, n, g0, g1, meta, ax=ax, x=x)
     slot = tape.gpos
-    tape.gpos = slot + n
+    tape.gpos = slot + (n or 1)
     if attrs is not None:
         ax = tape.add_attrs(attrs)
     v = tape.vpos
@@ -425,7 +425,10 @@ def _binary(name, scalar_name, rscalar_name, npf):
         if tb is float or tb is int:
             ad = a._data
             n = ad.size             # a Python number leaves the shape as it is
-            out = npf(ad, b) if n < BIG else _pooled(uf, npf, ad, b)
+            try:
+                out = npf(ad, b) if n < BIG else _pooled(uf, npf, ad, b)
+            except ValueError as e:     # an integer tensor ** a negative integer
+                raise RuntimeError(f'{name}: {e}') from None
             if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
                 if out.dtype is not a._data.dtype:      # an int tensor with a float
                     out = _dtypes.binary_result(name, a._data, b, out)
@@ -436,7 +439,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
                     return _record_binary(op, a, _const(b, a), out)
                 return _record_unary(sop, a, out, b)
             slot = tape.gpos
-            tape.gpos = slot + n
+            tape.gpos = slot + (n or 1)
             tape.rec += _PACK_C(sop, slot, n, a._goff, -1, 0, 0, b)
             t = _TNEW(Tensor)
             t._data = out
@@ -454,6 +457,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             try:
                 out = npf(ad, bd) if na < BIG and nb < BIG else _pooled(uf, npf, ad, bd)
             except ValueError:
+                if name == 'pow' and ad.dtype.kind in 'iu' and bd.dtype.kind in 'iu':
+                    return _leaf(_integer_pow(ad, bd))
                 raise _broadcast_error(name, a, b) from None
             if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
                 if out.dtype is not ad.dtype or bd.dtype is not ad.dtype:
@@ -488,7 +493,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
             else:
                 g1 = tape.leaf_slot(b)
             slot = tape.gpos
-            tape.gpos = slot + n
+            tape.gpos = slot + (n or 1)
             v = tape.vpos
             if b_saves:
                 saved = tape.saved
@@ -525,6 +530,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             return fwd(a, b.item())     # a NumPy number promotes like a Python one
         if isinstance(b, _scalar_types):
             out = npf(a._data, b)
+            if out.dtype is not a._data.dtype:          # int / True: PyTorch's dtype
+                out = _dtypes.binary_result(name, a._data, b, out)
             if a._rg and (not _OFF[0] or grad_mode.enabled):
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
@@ -559,6 +566,17 @@ def _binary(name, scalar_name, rscalar_name, npf):
     return fwd, rfwd
 
 
+def _integer_pow(ad, bd):
+    """Integer ``ad ** bd`` where some exponents are negative, as PyTorch gives it:
+    1 and -1 keep their magnitude, anything else to a negative power is 0."""
+    ad, bd = np.broadcast_arrays(ad, bd)
+    neg = bd < 0
+    out = np.power(ad, np.where(neg, 0, bd))
+    ones = np.where(bd % 2 == 0, 1, ad)         # (-1) ** odd is -1
+    small = np.where(np.abs(ad) == 1, ones, 0)
+    return np.where(neg, small, out).astype(np.result_type(ad, bd))
+
+
 def _is_array_like(x):
     return isinstance(x, (np.ndarray, list, tuple))
 
@@ -589,7 +607,14 @@ def _unary(name, npf):
         if type(a) is not Tensor:
             a = _const(a)
         ad = a._data
-        out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
+        try:
+            out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
+        except TypeError:
+            if name == 'neg':
+                raise RuntimeError('Negation, the `-` operator, on a bool tensor is not '
+                                   'supported. If you are trying to invert a mask, use the `~` '
+                                   'or `logical_not()` operator instead.') from None
+            raise
         if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
             if out.dtype is not ad.dtype:        # exp of an int tensor: the default float
                 out = _dtypes.float_result(ad, out)
@@ -599,7 +624,7 @@ def _unary(name, npf):
         if tape is None or tape.alias is not None or n >= BIG:
             return _record_unary(op, a, out)
         slot = tape.gpos
-        tape.gpos = slot + n
+        tape.gpos = slot + (n or 1)
         v = tape.vpos
         if saves & 1:
             tape.saved.append(ad)
@@ -795,7 +820,7 @@ def expand(a, *sizes):
     tape = _tape_of(a)
     g0 = _slot(a, tape)
     slot = tape.gpos
-    tape.gpos = slot + n
+    tape.gpos = slot + (n or 1)
     ax = 0 if d.size == 1 else tape.add_attrs(_broadcast_attrs(shape, d.shape))
     tape.rec += _PACK(_OP_EXPAND, slot, n, g0, -1, 0, ax, d.size)
     return _result(out, tape, slot)
@@ -934,6 +959,9 @@ def _unwrap_key(key):
         return tuple(_unwrap_key(k) for k in key)
     if isinstance(key, Tensor):
         return np.asarray(key._data)
+    if type(key) is slice and key.step is not None and key.step < 0:
+        raise ValueError('step must be greater than zero (a slice with a negative step; '
+                         'use flip() to reverse)')
     return key
 
 
@@ -1064,7 +1092,7 @@ def mm(a, b):
     g0 = _slot(a, tape)
     g1 = _slot(b, tape)
     slot = tape.gpos
-    tape.gpos = slot + n
+    tape.gpos = slot + (n or 1)
     v = tape.vpos
     saved = tape.saved
     saved.append(ad)

@@ -256,6 +256,12 @@ RULES = [
     # gives 0, as in PyTorch), and nowhere when lo > hi
     E('clamp', 'ClampBackward1', 'a', ('grad * ge(d, c) * eq(out, a)',), consts='cd',
       fwd='minimum(maximum(a, c), d)'),
+    # hardtanh/relu6: clamp, but the gradient passes only strictly inside (c, d),
+    # as PyTorch's hardtanh_backward (0 at NaN, as its float64 kernel gives; its
+    # float32 kernel passes it there)
+    E('hardtanh', 'HardtanhBackward0', 'a',
+      ('grad * eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d))',), consts='cd',
+      fwd='minimum(maximum(a, c), d)'),
     # out = a ** c for a >= 0 (a sum of |x|^p); 0 gradient at a == 0, as PyTorch's
     # norm backward masks the zero vector
     E('norm_root', 'LinalgVectorNormBackward0', 'a', ('grad * c * out * inv0(a)',), consts='c',

@@ -248,7 +248,7 @@ def cat(tensors, dim=0):
     """
     ts = [_t(x) for x in tensors]
     if not ts:
-        raise RuntimeError('cat(): expected a non-empty list of Tensors')
+        raise ValueError('cat(): expected a non-empty list of Tensors')
     # PyTorch skips 1-D empty tensors (a legacy rule)
     live = [x for x in ts if not (np.ndim(x._data) == 1 and np.size(x._data) == 0)] or ts[:1]
     ref = np.shape(live[0]._data)

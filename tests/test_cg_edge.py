@@ -175,8 +175,6 @@ def test_zero_size_leaf_has_a_slot_of_its_own():
     assert res[0] == res[1] == ((0,), None)
 
 
-@pytest.mark.xfail(reason='op results of zero size still share their slot with the next '
-                   'tensor: tape/_ops.py records them without advancing tape.gpos')
 def test_zero_size_result_does_not_free_the_next_record():
     a = tape.zeros(0, 3, requires_grad=True)
     b = tape.ones(3, 4, requires_grad=True)

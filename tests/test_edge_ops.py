@@ -311,3 +311,14 @@ def test_maximum_minimum_nan_gradients_match_torch(name):
         return getattr(m, name)(x, y)
     for got, want in zip(_grads(fn, vals), _torch_grads(torch, fn, vals)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_hardtanh_and_relu6_gradients_are_cut_at_the_bounds():
+    x = tape.tensor([-1.0, 1.0, 0.5, -3.0, 0.0, 6.0, 7.0], dtype=tape.float64,
+                    requires_grad=True)
+    F = tape.nn.functional
+    (F.hardtanh(x).sum() + F.relu6(x * 1).sum()).backward()
+    assert x.grad.tolist() == [0.0, 1.0, 2.0, 0.0, 1.0, 0.0, 0.0]
+    g, = tape.autograd.grad(F.hardtanh(x).sum(), x, create_graph=True)
+    assert g.tolist() == [0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    assert F.hardtanh(x).grad_fn.name() == 'HardtanhBackward0'

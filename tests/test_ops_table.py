@@ -129,6 +129,8 @@ CASES = [
     C('round_decimals', lambda m, x: m.round(x * 10, decimals=1), *UNARY, f32=False),
     C('trunc', lambda m, x: m.trunc(x), *UNARY),
     C('clamp', lambda m, x: x.clamp(-0.5, 0.7), *UNARY),
+    C('hardtanh', lambda m, x: nnf(m).hardtanh(x, -0.5, 0.7), *UNARY),
+    C('relu6', lambda m, x: nnf(m).relu6(x * 8), *UNARY),
     C('clamp_min', lambda m, x: m.clamp(x, min=0.2), *UNARY),
     C('clamp_max', lambda m, x: x.clamp(max=-0.2), *UNARY),
     C('clip', lambda m, x: m.clip(x, -1.0, 1.0), *UNARY),

@@ -197,3 +197,68 @@ def test_second_backward_through_what_saves_nothing_works(make):
     y.backward()
     y.backward()
     assert x.grad is not None
+
+
+# ------------------------------------------------- functions, dtypes, errors
+def test_function_forms_take_a_python_number_first():
+    x = tape.tensor([1.0, 2.0])
+    assert tape.add(2.0, x).tolist() == [3.0, 4.0]
+    assert tape.sub(2.0, x).tolist() == [1.0, 0.0]
+    assert tape.mul(2.0, x).tolist() == [2.0, 4.0]
+    assert tape.div(2.0, x).tolist() == [2.0, 1.0]
+    assert tape.remainder(5, tape.tensor([2, 3])).tolist() == [1, 2]
+    with pytest.raises(TypeError):
+        tape.maximum(1.0, x)
+
+
+def test_alpha_rounding_mode_and_unary_plus():
+    x = tape.tensor([-7.0, 7.0], requires_grad=True)
+    y = tape.tensor([2.0, 2.0])
+    assert tape.add(x, y, alpha=2).tolist() == [-3.0, 11.0]
+    assert tape.sub(x, y, alpha=3).tolist() == [-13.0, 1.0]
+    floor = tape.div(x, y, rounding_mode='floor')
+    assert floor.tolist() == [-4.0, 3.0]
+    floor.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]       # PyTorch: rounded division has no gradient
+    assert tape.div(x, y, rounding_mode='trunc').tolist() == [-3.0, 3.0]
+    i = tape.tensor([7, -7])
+    assert tape.div(i, 2, rounding_mode='trunc').tolist() == [3, -3]
+    assert tape.div(i, 2, rounding_mode='floor').tolist() == [3, -4]
+    assert (+x) is x
+
+
+@pytest.mark.parametrize('expr, dtype', [
+    (lambda a, f: a // 2, 'int64'), (lambda a, f: a // 2.0, 'float32'),
+    (lambda a, f: f // a, 'float32'), (lambda a, f: a // f, 'float32'),
+    (lambda a, f: tape.floor_divide(a, 2.5), 'float32'), (lambda a, f: a / True, 'float32'),
+    (lambda a, f: a * True, 'int64'), (lambda a, f: True / a, 'float32'),
+])
+def test_division_result_dtypes_follow_pytorch(expr, dtype):
+    a = tape.tensor([7, -7])
+    f = tape.tensor([7.0, -7.0])
+    assert str(expr(a, f).dtype) == dtype
+
+
+def test_integer_division_by_zero_raises():
+    for f in (lambda: tape.tensor([3, 0]) // 0, lambda: tape.tensor([3, 1]) % 0,
+              lambda: tape.fmod(tape.tensor([1, 2]), 0)):
+        with pytest.raises(RuntimeError, match='ZeroDivisionError'):
+            f()
+    assert np.isinf((tape.tensor([3.0]) // 0).item())
+
+
+def test_integer_powers():
+    a = tape.tensor([1, 2, -1, 0, 3, -1])
+    b = tape.tensor([-1, 2, -1, 2, -2, -2])
+    assert tape.pow(a, b).tolist() == [1, 4, -1, 0, 0, 1]
+    with pytest.raises(RuntimeError, match='negative integer powers'):
+        tape.tensor([1, 2]) ** -1
+
+
+def test_pytorch_exception_types():
+    with pytest.raises(RuntimeError, match='bool tensor is not supported'):
+        -tape.tensor([True])
+    with pytest.raises(ValueError):
+        tape.cat([])
+    with pytest.raises(ValueError, match='step must be greater than zero'):
+        tape.ones(4)[::-1]
