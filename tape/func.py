@@ -4,6 +4,12 @@ The same engine as ``backward`` and ``autograd.grad``, in the style of JAX and
 HIPS autograd: the decorated function runs eagerly (Python control flow and
 all), its ops are recorded, and one compiled sweep gives the gradient.
 
+As with ``torch.func``, a result stays connected to the graph of whatever
+outside the transform requires grad (an argument that requires grad, a
+parameter the function closes over, an enclosing transform's input), so
+transforms nest and ``backward`` through a result reaches those tensors; a
+result that depends on nothing of the kind is a plain value.
+
 >>> import tape
 >>> @tape.func.grad
 ... def f(x):
@@ -15,32 +21,33 @@ tensor(12.)
 """
 import functools
 import threading
+import weakref
 
 import numpy as np
 
 from . import autograd
 from ._grad_mode import enable_grad
+from ._tape import resolve
 from ._tensor import Tensor, _leaf
 
-__all__ = ['grad', 'value_and_grad', 'vjp']
+__all__ = ['grad', 'grad_and_value', 'value_and_grad', 'vjp', 'jacrev']
 
 
-class _Depth(threading.local):
-    n = 0                 # how many transforms are evaluating their function now
-
-
-_depth = _Depth()
+class _NotScalarError(TypeError, RuntimeError):
+    """PyTorch raises RuntimeError here; tape has raised TypeError: either catches it."""
 
 
 def _as_input(x):
-    """A fresh leaf that requires grad, keeping x's graph when x has one (for
-    nested transforms)."""
+    """What the function runs on: a view of ``x`` when it requires grad (only the
+    argument's own path is differentiated, and the result stays connected to
+    ``x``'s graph, as in ``torch.func``), else a fresh leaf that requires grad."""
     if isinstance(x, Tensor):
         if x._rg:
-            return x
+            return x.view_as(x)
         return _leaf(x._data).requires_grad_()
-    arr = np.asarray(x, dtype=np.float64) if not np.issubdtype(np.asarray(x).dtype,
-                                                                 np.floating) else np.asarray(x)
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
     return _leaf(arr).requires_grad_()
 
 
@@ -48,54 +55,210 @@ def _argnums(argnums):
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
 
-def value_and_grad(fn, argnums=0):
+def _tensors(tree):
+    """The tensors in a pytree of tuples, lists and dicts."""
+    if isinstance(tree, Tensor):
+        yield tree
+    elif isinstance(tree, (tuple, list)):
+        for t in tree:
+            yield from _tensors(t)
+    elif isinstance(tree, dict):
+        for t in tree.values():
+            yield from _tensors(t)
+
+
+def _map(fn, tree):
+    if isinstance(tree, Tensor):
+        return fn(tree)
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_map(fn, t) for t in tree)
+    if isinstance(tree, dict):
+        return {k: _map(fn, v) for k, v in tree.items()}
+    return tree
+
+
+# The fresh leaves transforms make for their inputs (by id, while they live), and
+# those of the transforms running now in this thread: a fresh leaf of a finished
+# transform, still listed on a shared tape, is nothing a result can connect to.
+_FRESH = weakref.WeakValueDictionary()
+
+
+class _Active(threading.local):
+    ids = frozenset()
+
+
+_active = _Active()
+
+
+def _outer_leaves(tensors, own):
+    """The leaves that require grad on the graphs of ``tensors`` that a result may
+    stay connected to: not the transform's own inputs, nor those of finished ones."""
+    skip = {id(f) for f in own}
+    running = _active.ids
+    tapes, out = set(), {}
+    for t in tensors:
+        if t._rg and t._tape is not None:
+            tp = resolve(t)
+            if id(tp) in tapes:
+                continue
+            tapes.add(id(tp))
+            for leaf, _ in tp.leaves:
+                i = id(leaf)
+                if leaf._rg and i not in skip and (i in running or _FRESH.get(i) is not leaf):
+                    out.setdefault(i, leaf)
+    return list(out.values())
+
+
+class _Outer:
+    """Decides, per result tensor, whether it stays connected to the outer graph."""
+
+    def __init__(self, tensors, own):
+        self.leaves = _outer_leaves(tensors, own)
+
+    def __bool__(self):
+        return bool(self.leaves)
+
+    def keep(self, t):
+        """``t`` itself if its graph reaches an outer leaf, else ``t.detach()``.
+        (A tape may hold unrelated graphs, so its leaves alone do not say.)"""
+        if not isinstance(t, Tensor) or not t._rg:
+            return t
+        if self.leaves:
+            if any(x is t for x in self.leaves):
+                return t
+            if t._tape is not None:
+                gs = autograd.grad(t, self.leaves, grad_outputs=_leaf(np.ones_like(t._data)),
+                                   retain_graph=True, allow_unused=True)
+                if any(g is not None for g in gs):
+                    return t
+        return t.detach()
+
+
+class _Running:
+    """Registers a transform's fresh inputs, and marks them running while ``fn`` runs."""
+
+    def __init__(self, inputs):
+        self.own = [x for x in inputs if x._tape is None]
+        for x in self.own:
+            _FRESH[id(x)] = x
+
+    def __enter__(self):
+        self.prev = _active.ids
+        _active.ids = self.prev | {id(x) for x in self.own}
+        return self
+
+    def __exit__(self, *exc):
+        _active.ids = self.prev
+        return False
+
+
+def _split_aux(fn, out, has_aux, api):
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise RuntimeError(f'{api}(f)(*args): output of function f should be a tuple: '
+                           '(output, aux) if has_aux is True')
+    return out
+
+
+def _check_scalar(fn, out):
+    if not isinstance(out, Tensor):
+        raise _NotScalarError(f'{getattr(fn, "__name__", "f")}: grad needs a function returning '
+                              f'a one-element tensor; grad_and_value(f)(*args): Expected '
+                              f'f(*args) to return a Tensor, got {type(out)}')
+    if out._data.size != 1:
+        raise _NotScalarError(
+            f'{getattr(fn, "__name__", "f")}: grad needs a function returning a one-element '
+            f'tensor, got shape {tuple(out._data.shape)}; grad_and_value(f)(*args): Expected '
+            f'f(*args) to return a scalar Tensor, got tensor with {out._data.ndim} dims. '
+            'Maybe you wanted to use the vjp or jacrev APIs instead?')
+
+
+def _enter(args, nums):
+    """The call's arguments with the differentiated ones (``nums``) made inputs
+    of this transform, those inputs, and the run that watches them."""
+    args = list(args)
+    for i in nums:
+        args[i] = _as_input(args[i])
+    inputs = [args[i] for i in nums]
+    return args, inputs, _Running(inputs)
+
+
+def _value_and_grad(fn, argnums, has_aux, args, kwargs, api):
+    nums = _argnums(argnums)
+    args, inputs, run = _enter(args, nums)
+    with enable_grad():
+        with run:
+            out, aux = _split_aux(fn, fn(*args, **kwargs), has_aux, api)
+        _check_scalar(fn, out)
+        outer = _Outer([out, *_tensors(aux)], run.own)
+        value = out.detach()
+        if not out._rg:
+            grads = tuple(_leaf(np.zeros_like(x._data)) for x in inputs)
+        elif not outer:
+            # the usual case: nothing outside the transform on the graph, one plain sweep
+            grads = autograd.grad(out, inputs, allow_unused=True, materialize_grads=True)
+        else:
+            # one plain sweep says which outer leaves the value reaches (often none: a
+            # shared tape holds unrelated graphs); only then is the gradient recorded
+            n = len(inputs)
+            first = autograd.grad(out, inputs + outer.leaves, retain_graph=True,
+                                  allow_unused=True)
+            reached = [x for x, g in zip(outer.leaves, first[n:]) if g is not None]
+            if not reached:
+                grads = tuple(_leaf(np.zeros_like(x._data)) if g is None else g
+                              for x, g in zip(inputs, first[:n]))
+            else:
+                value = out
+                grads = autograd.grad(out, inputs, create_graph=True, allow_unused=True,
+                                      materialize_grads=True)
+                inner = _Outer((), ())
+                inner.leaves = reached
+                grads = tuple(inner.keep(g) for g in grads)
+    g = grads[0] if isinstance(argnums, int) else tuple(grads)
+    if has_aux:
+        value = (value, _map(outer.keep, aux))
+    return value, g
+
+
+def value_and_grad(fn, argnums=0, has_aux=False):
     """``fn``'s value and its gradient with respect to the ``argnums`` arguments.
 
-    ``fn`` must return a one-element tensor.  The gradient is itself
-    differentiable, so transforms nest (second derivatives and beyond).
+    ``fn`` must return a one-element tensor (with ``has_aux``, a pair
+    ``(value, aux)``; the value returned is then ``(value, aux)``).  The gradient
+    is itself differentiable, so transforms nest (second derivatives and beyond).
     """
-    nums = _argnums(argnums)
-
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
-        args = list(args)
-        for i in nums:
-            args[i] = _as_input(args[i])
-        with enable_grad():
-            _depth.n += 1             # a transform inside fn must keep its graph
-            try:
-                out = fn(*args, **kwargs)
-            finally:
-                _depth.n -= 1
-            if not isinstance(out, Tensor) or out._data.size != 1:
-                raise TypeError(f'{fn.__name__}: grad needs a function returning a one-element '
-                                f'tensor, got {type(out).__name__} of shape '
-                                f'{tuple(np.shape(getattr(out, "_data", out)))}')
-            inputs = [args[i] for i in nums]
-            if not out._rg:
-                grads = tuple(_leaf(np.zeros_like(x._data)) for x in inputs)
-            else:
-                # inside another transform the gradient must itself be differentiable
-                grads = autograd.grad(out, inputs, create_graph=_depth.n > 0,
-                                      allow_unused=True, materialize_grads=True)
-        g = grads[0] if isinstance(argnums, int) else tuple(grads)
-        return out, g
+        return _value_and_grad(fn, argnums, has_aux, args, kwargs, 'value_and_grad')
     return wrapped
 
 
-def grad(fn, argnums=0):
+def grad_and_value(fn, argnums=0, has_aux=False):
+    """As ``torch.func.grad_and_value``: ``(gradient, value)``, or
+    ``(gradient, (value, aux))`` with ``has_aux``."""
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        value, g = _value_and_grad(fn, argnums, has_aux, args, kwargs, 'grad_and_value')
+        return g, value
+    return wrapped
+
+
+def grad(fn, argnums=0, has_aux=False):
     """The gradient of ``fn`` (a one-element result) with respect to argument
-    ``argnums`` (an int, or a tuple for several)."""
-    vg = value_and_grad(fn, argnums)
-
+    ``argnums`` (an int, or a tuple for several).  With ``has_aux``, ``fn``
+    returns ``(value, aux)`` and this gives ``(gradient, aux)``."""
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
-        return vg(*args, **kwargs)[1]
+        value, g = _value_and_grad(fn, argnums, has_aux, args, kwargs, 'grad')
+        return (g, value[1]) if has_aux else g
     return wrapped
 
 
-def vjp(fn, *primals):
-    """``(fn(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` gives one gradient per primal.
+def vjp(fn, *primals, has_aux=False):
+    """``(fn(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` gives one gradient per primal
+    (with ``has_aux``, ``fn`` returns ``(output, aux)`` and this gives
+    ``(output, vjp_fn, aux)``).
 
     >>> import tape
     >>> y, pullback = tape.func.vjp(lambda x: x * x, tape.tensor([1.0, 3.0]))
@@ -103,10 +266,77 @@ def vjp(fn, *primals):
     (tensor([2., 6.]),)
     """
     inputs = [_as_input(p) for p in primals]
-    with enable_grad():
-        out = fn(*inputs)
+    run = _Running(inputs)
+    with enable_grad(), run:
+        out, aux = _split_aux(fn, fn(*inputs), has_aux, 'vjp')
+    outs = list(_tensors(out))
+    outer = _Outer([*outs, *_tensors(aux)], run.own)
 
     def pullback(cotangent):
-        return autograd.grad(out, inputs, grad_outputs=cotangent, retain_graph=True,
-                             allow_unused=True, materialize_grads=True)
-    return out.detach(), pullback
+        cots = list(_tensors(cotangent))
+        pairs = [(o, c) for o, c in zip(outs, cots) if o._rg]
+        if not pairs:
+            return tuple(_leaf(np.zeros_like(x._data)) for x in inputs)
+        with enable_grad():
+            gs = autograd.grad([o for o, _ in pairs], inputs, grad_outputs=[c for _, c in pairs],
+                               retain_graph=True, create_graph=bool(outer), allow_unused=True,
+                               materialize_grads=True)
+        return tuple(outer.keep(g) for g in gs)
+    res = _map(outer.keep, out)
+    if has_aux:
+        return res, pullback, _map(outer.keep, aux)
+    return res, pullback
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """As ``torch.func.jacrev``: the Jacobian of ``func`` with respect to argument
+    ``argnums`` by one reverse sweep per output element, of shape
+    ``output.shape + input.shape`` (a tuple over ``argnums`` when it is a tuple,
+    and the output's structure when ``func`` returns several tensors).
+
+    >>> import tape
+    >>> tape.func.jacrev(lambda x: x ** 2)(tape.tensor([1.0, 2.0]))
+    tensor([[2., 0.],
+            [0., 4.]])
+    """
+    nums = _argnums(argnums)
+
+    @functools.wraps(func)
+    def wrapped(*args, **kwargs):
+        from . import stack
+        args, inputs, run = _enter(args, nums)
+        with enable_grad():
+            with run:
+                out, aux = _split_aux(func, func(*args, **kwargs), has_aux, 'jacrev')
+            outer = _Outer([*_tensors(out), *_tensors(aux)], run.own)
+
+            def jac(o):
+                od = o._data
+                rows = [[] for _ in inputs]
+                for j in range(od.size):
+                    if o._rg:
+                        seed = np.zeros(od.size, dtype=od.dtype if od.dtype.kind == 'f'
+                                        else np.float64)
+                        seed[j] = 1
+                        gs = autograd.grad(o, inputs, grad_outputs=_leaf(seed.reshape(od.shape)),
+                                           retain_graph=True, create_graph=bool(outer),
+                                           allow_unused=True, materialize_grads=True)
+                    else:
+                        gs = [_leaf(np.zeros_like(x._data)) for x in inputs]
+                    for r, g in zip(rows, gs):
+                        r.append(g)
+                res = []
+                for x, r in zip(inputs, rows):
+                    shape = tuple(od.shape) + tuple(x._data.shape)
+                    if not r:
+                        res.append(_leaf(np.zeros(shape, dtype=x._data.dtype)))
+                    elif any(g._rg for g in r):
+                        res.append(outer.keep(stack(r, dim=0).reshape(shape)))
+                    else:
+                        res.append(_leaf(np.stack([g._data for g in r]).reshape(shape)))
+                return res[0] if isinstance(argnums, int) else tuple(res)
+            result = _map(jac, out)
+        if has_aux:
+            return result, _map(outer.keep, aux)
+        return result
+    return wrapped
