@@ -26,12 +26,12 @@ def _t(x, like=None):
 
 
 def _same_dtype(a, b):
+    """Matrix products take one dtype, as in PyTorch (no promotion)."""
     da, db = np.asarray(a._data).dtype, np.asarray(b._data).dtype
-    if da == db:
-        return a, b
-    from ._dtypes import promote_types
-    dt = promote_types(da, db)
-    return (a if da == dt else _ops.to(a, dt)), (b if db == dt else _ops.to(b, dt))
+    if da != db:
+        raise RuntimeError(f'expected m1 and m2 to have the same dtype, but got: {da} != {db} '
+                           f'(shapes {tuple(np.shape(a._data))} and {tuple(np.shape(b._data))})')
+    return a, b
 
 
 def bmm(a, b):

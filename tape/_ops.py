@@ -1071,7 +1071,7 @@ def mm(a, b):
     b = b if type(b) is Tensor else _const(b, a)
     ad, bd = a._data, b._data
     sa, sb = ad.shape, bd.shape
-    if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
+    if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0] or ad.dtype != bd.dtype:
         _mm_error(ad, bd)
     out = ad @ bd
     if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
@@ -1115,8 +1115,11 @@ def _mm_error(ad, bd):
     if bd.ndim != 2:
         raise RuntimeError(f'mm: mat2 must be a matrix, got a {bd.ndim}-D tensor of shape '
                            f'{tuple(bd.shape)}')
-    raise RuntimeError(f'mm: mat1 and mat2 shapes cannot be multiplied '
-                       f'({ad.shape[0]}x{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})')
+    if ad.shape[1] != bd.shape[0]:
+        raise RuntimeError(f'mm: mat1 and mat2 shapes cannot be multiplied '
+                           f'({ad.shape[0]}x{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})')
+    raise RuntimeError(f'mm: expected m1 and m2 to have the same dtype, but got: {ad.dtype} != '
+                       f'{bd.dtype} (shapes {tuple(ad.shape)} and {tuple(bd.shape)})')
 
 
 def matmul(a, b):

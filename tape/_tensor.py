@@ -196,6 +196,9 @@ class Tensor:
     @data.setter
     def data(self, value):
         value = value._data if isinstance(value, Tensor) else np.asarray(value)
+        if self._rg and np.result_type(value).kind not in 'fc':
+            raise RuntimeError('data set to a tensor that requires gradients must be floating '
+                               f'point or complex dtype (got {np.result_type(value)})')
         self._data = value
 
     @property
@@ -363,6 +366,9 @@ class Tensor:
         return np.asarray(self._data).tolist()
 
     def __array__(self, dtype=None, copy=None):
+        if self._rg:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               'tensor.detach().numpy() instead.')
         a = np.asarray(self._data)
         return a if dtype is None else a.astype(dtype)
 

@@ -262,3 +262,26 @@ def test_pytorch_exception_types():
         tape.cat([])
     with pytest.raises(ValueError, match='step must be greater than zero'):
         tape.ones(4)[::-1]
+
+
+def test_numpy_conversion_of_a_tensor_that_requires_grad_raises():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="Can't call numpy"):
+        np.asarray(x)
+    assert np.asarray(x.detach()).tolist() == [1.0, 2.0]
+
+
+def test_data_of_a_tensor_that_requires_grad_stays_floating():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match='floating point'):
+        x.data = tape.tensor([1, 2])
+    x.data = tape.tensor([3.0, 4.0])
+    assert x.tolist() == [3.0, 4.0]
+
+
+@pytest.mark.parametrize('f', [tape.mm, tape.matmul, lambda a, b: a @ b])
+def test_matrix_products_refuse_mixed_dtypes(f):
+    with pytest.raises(RuntimeError, match='same dtype'):
+        f(tape.ones(2, 2), tape.ones(2, 2, dtype=tape.float64))
+    with pytest.raises(RuntimeError, match='same dtype'):
+        f(tape.tensor([[1, 2]]), tape.tensor([[3.0], [4.0]]))

@@ -35,7 +35,8 @@ from .. import _ops
 from .._grad_mode import enable_grad, no_grad
 from .._rules import OP
 from .._tape import PACK, grad_mode, resolve
-from .._tensor import Tensor, _leaf, _TNEW
+from .. import _views
+from .._tensor import Tensor, _bump_version, _leaf, _TNEW
 
 _PYTHON_OP = OP['python']
 
@@ -90,6 +91,7 @@ class FunctionCtx:
         self._saved = None
         self._released = False
         self._non_differentiable = ()
+        self._dirty = ()
         self.needs_input_grad = ()
         self.materialize_grads = True
 
@@ -140,8 +142,16 @@ class _FunctionRecord:
         self.out_slots = [shift_slot(s, shift) for s in self.out_slots]
 
     def _call_backward(self, grads):
-        name = self.cls.__name__ + 'Backward'
-        res = self.cls.backward(self.ctx, *grads)
+        cls = self.cls
+        name = cls._backward_name
+        if cls._both_backward_and_vjp:
+            raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is "
+                               "not allowed. You should only implement one of them.")
+        if any(dt is None for dt in self.out_dtypes):    # (np.dtype('f8') == None is True)
+            # a non-Tensor output's gradient is None, materialized or not (and on
+            # every path that calls here: the sweeps and the node-hook runner)
+            grads = [None if dt is None else g for g, dt in zip(grads, self.out_dtypes)]
+        res = cls.backward(self.ctx, *grads)
         if not isinstance(res, tuple):
             res = (res,)
         if len(res) != self.nargs:
@@ -152,20 +162,27 @@ class _FunctionRecord:
                                    f'(expected {self.nargs}, got {len(res)})')
         out = []
         for i, (r, s) in enumerate(zip(res, self.in_slots)):
-            if r is None or s < 0:
+            dt = self.in_dtypes[i]
+            if dt is None:          # not a Tensor input: PyTorch allows only None here
+                if r is not None:
+                    raise RuntimeError(f'function {name} returned a gradient different than None '
+                                       f'at position {i + 1}, but the corresponding forward '
+                                       'input was not a Variable')
+                out.append(None)
+                continue
+            if r is None:
                 out.append(None)
                 continue
             if not isinstance(r, Tensor):
-                r = _leaf(np.asarray(r, dtype=np.float64))
-            shape = self.in_shapes[i]
-            if tuple(r._data.shape) != tuple(shape):
-                if r._data.size == int(np.prod(shape)) or np.size(r._data) == 1:
-                    r = _ops.reshape(r, shape) if r._data.size == int(np.prod(shape)) else \
-                        _ops.expand(_ops.reshape(r, (1,) * len(shape)), shape)
-                else:
-                    raise RuntimeError(f'Function {name} returned an invalid gradient at index '
-                                       f'{i} - got {list(r._data.shape)} but expected shape '
-                                       f'compatible with {list(shape)}')
+                raise RuntimeError(f'expected Variable or None (got {_typename(r)})')
+            if s < 0:               # a Tensor input that does not require grad
+                out.append(None)
+                continue
+            shape = tuple(self.in_shapes[i])
+            if tuple(r._data.shape) != shape:
+                r = _sum_to(r, shape, name, i)
+            if r._data.dtype != dt and dt.kind == 'f':
+                r = _ops.to(r, dt)
             out.append(r)
         return out
 
@@ -174,7 +191,7 @@ class _FunctionRecord:
         for s, shape, dt in zip(self.out_slots, self.out_shapes, self.out_dtypes):
             if s >= 0 and have(s):
                 grads.append(get(s, shape, dt))
-            elif self.ctx.materialize_grads:
+            elif dt is not None and self.ctx.materialize_grads:
                 grads.append(_leaf(np.zeros(shape, dt)))
             else:
                 grads.append(None)
@@ -203,28 +220,109 @@ class _FunctionRecord:
         from .._differentiable import _add
         for r, s in zip(res, self.in_slots):
             if r is not None:
-                _add(acc, s, _ops.reshape(r, -1))
+                _add(acc, s, r if r._data.ndim == 1 else _ops.reshape(r, -1))
+
+
+def _typename(obj):
+    """A type's name as PyTorch's messages give it: 'float', 'numpy.ndarray'."""
+    tp = type(obj)
+    mod = tp.__module__
+    return tp.__name__ if mod in ('builtins', '__main__') else f'{mod.split(".")[0]}.{tp.__name__}'
+
+
+def _sum_to(r, shape, name, i):
+    """A gradient returned for an input of ``shape``: summed down to it when the
+    input broadcasts to the gradient's shape (as PyTorch does), else an error."""
+    gshape = tuple(r._data.shape)
+    lead = len(gshape) - len(shape)
+    if lead < 0 or any(d != 1 and d != gd for d, gd in zip(shape, gshape[lead:])):
+        raise RuntimeError(f'Function {name} returned an invalid gradient at index {i} - got '
+                           f'{list(gshape)} but expected shape compatible with {list(shape)}')
+    dims = tuple(range(lead)) + tuple(lead + k for k, d in enumerate(shape)
+                                      if d == 1 and gshape[lead + k] != 1)
+    if dims:
+        r = r.sum(dims, True)
+    return _ops.reshape(r, shape)
+
+
+def _base_backward(ctx, *grad_outputs):
+    raise NotImplementedError('You must implement either the backward or vjp method for '
+                              'your custom autograd.Function to use it with backward mode AD.')
+
+
+def _base_setup_context(ctx, inputs, output):
+    raise NotImplementedError('setup_context is not implemented.')
+
+
+def _own(cls, name):
+    """The function ``name`` resolves to on ``cls``, skipping a ``backward`` that
+    is only this module's alias of ``vjp``."""
+    for k in cls.__mro__:
+        d = k.__dict__
+        if name in d and not (name == 'backward' and d.get('_vjp_alias', False)):
+            f = d[name]
+            return f.__func__ if isinstance(f, (staticmethod, classmethod)) else f
+    return None
 
 
 class _FunctionMeta(type):
     def __init__(cls, name, bases, ns):
         super().__init__(name, bases, ns)
         cls._backward_name = name + 'Backward'
+        # PyTorch 2.x style: forward(*args) without ctx, plus setup_context(ctx, inputs, output)
+        cls._setup_ctx = getattr(cls, 'setup_context', _base_setup_context) is not \
+            _base_setup_context
+        cls._forward_sig = None
+        # vjp is backward's alias: a class may write either (not both)
+        bw, vjp = _own(cls, 'backward'), _own(cls, 'vjp')
+        cls._both_backward_and_vjp = False
+        if vjp is not None and vjp is not _base_backward:
+            if bw is not None and bw is not _base_backward:
+                cls._both_backward_and_vjp = True
+            else:
+                cls.backward = staticmethod(vjp)
+                cls._vjp_alias = True
+        if bases:
+            _register_node_class(cls._backward_name)
+
+
+def _bind(cls, args, kwargs):
+    """``args`` and ``kwargs`` bound to ``cls.forward``'s signature with defaults
+    applied, as PyTorch does for a Function with ``setup_context``."""
+    sig = cls.__dict__.get('_forward_sig')
+    if sig is None:
+        import inspect
+        sig = inspect.signature(cls.forward)
+        cls._forward_sig = sig
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.args), bound.kwargs
+
+
+def _alias(o):
+    """A new tensor object for input ``o`` returned as is (PyTorch returns a view)."""
+    t = _leaf(o._data)
+    if o._vbox is None:
+        o._vbox = [0]
+    t._vbox = o._vbox
+    return t
 
 
 class Function(metaclass=_FunctionMeta):
-    """Base class for custom differentiable operations; see the module docstring."""
+    """Base class for custom differentiable operations; see the module docstring.
+
+    Either ``forward(ctx, *args)`` sets up ``ctx`` itself, or (PyTorch 2.x)
+    ``forward(*args)`` takes no ctx and ``setup_context(ctx, inputs, output)``
+    does it, with ``inputs`` the arguments (defaults applied) and ``output``
+    what ``forward`` returned."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError('You must implement the forward function for custom '
                                   'autograd.Function.')
 
-    @staticmethod
-    def backward(ctx, *grad_outputs):
-        raise NotImplementedError('You must implement either the backward or vjp method for '
-                                  'your custom autograd.Function to use it with backward mode AD.')
-
+    setup_context = staticmethod(_base_setup_context)
+    backward = staticmethod(_base_backward)
     vjp = backward
 
     def __init__(self, *args, **kwargs):
@@ -235,16 +333,28 @@ class Function(metaclass=_FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         ctx = FunctionCtx(cls._backward_name)
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
-        with no_grad():
-            outputs = cls.forward(ctx, *args, **kwargs)
+        if cls._setup_ctx:
+            args, kwargs = _bind(cls, args, kwargs)
+            ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+            with no_grad():
+                outputs = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, outputs)
+        else:
+            ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+            with no_grad():
+                outputs = cls.forward(ctx, *args, **kwargs)
         is_tuple = isinstance(outputs, tuple)
         outs = list(outputs) if is_tuple else [outputs]
         record = grad_mode.enabled and any(ctx.needs_input_grad)
+        dirty = ctx._dirty
+        if dirty:
+            dirty = _check_dirty(ctx, outs, record)
         for i, o in enumerate(outs):
             if isinstance(o, Tensor) and (o._tape is not None or any(o is a for a in args)):
+                if dirty and id(o) in dirty:
+                    continue            # changed in place: returned as the same object
                 # an input returned as is, or a result of recording: give it a fresh identity
-                outs[i] = _leaf(o._data)
+                outs[i] = _alias(o) if any(o is a for a in args) else _leaf(o._data)
         if not record:
             ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
             ctx._to_save = ()
@@ -259,14 +369,21 @@ class Function(metaclass=_FunctionMeta):
         rec.in_dtypes = [a._data.dtype if isinstance(a, Tensor) else None for a in args]
         out_slots, out_shapes, out_dtypes = [], [], []
         index = tape.n
+        rebound = []
         for o in outs:
             differentiable = (isinstance(o, Tensor) and id(o) not in ctx._non_differentiable
                               and o._data.dtype.kind == 'f')
             if not differentiable:
                 out_slots.append(-1)
                 out_shapes.append(np.shape(o._data) if isinstance(o, Tensor) else ())
-                out_dtypes.append(o._data.dtype if isinstance(o, Tensor) else np.float64)
+                out_dtypes.append(o._data.dtype if isinstance(o, Tensor) else None)
                 continue
+            if dirty and id(o) in dirty:
+                if o._tape is not None:
+                    # records made so far that saved o's data by reference see new values
+                    t0 = resolve(o)
+                    t0.dirty = (t0.dirty or []) + [(o._goff, index)]
+                rebound.append(o)
             slot = tape.alloc(o._data.size)
             o._rg = True
             o._tape = tape
@@ -284,7 +401,84 @@ class Function(metaclass=_FunctionMeta):
         # saved tensors are packed now that the outputs have their slots
         ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
         ctx._to_save = ()
+        for o in rebound:
+            # a view changed in place rewrites its base's graph; a base, its views'
+            if o._extra is not None:
+                _rewrite_views(o)
         return tuple(outs) if is_tuple else outs[0]
+
+
+def _rewrite_views(o):
+    """After dirty ``o`` became this Function's output: as after an in-place op,
+    a view rewrites its base's graph, a base refreshes its views."""
+    probe = _TNEW(Tensor)           # where the Function's output slot is, across merges
+    probe._tape, probe._goff, probe._rec = o._tape, o._goff, o._rec
+    _ops._after_inplace(o, o, _views.snapshot_base(o))
+    # marking the views as changed also named the slot the Function just gave o,
+    # which only the Function's own record reads: not a stale reader
+    tape = resolve(probe)
+    if tape.dirty:
+        tape.dirty = [e for e in tape.dirty if e[0] != probe._goff]
+
+
+def _check_dirty(ctx, outs, record):
+    """The ids of the tensors ``mark_dirty`` named, after PyTorch's checks; each
+    gets a version bump (PyTorch bumps the version of a dirty tensor)."""
+    ids = {id(t) for t in ctx._dirty if isinstance(t, Tensor)}
+    returned = {id(o) for o in outs if isinstance(o, Tensor)}
+    if not ids <= returned:
+        raise RuntimeError('Some elements marked as dirty during the forward method were not '
+                           'returned as output. The inputs that are modified inplace must all '
+                           'be outputs of the Function.')
+    for t in ctx._dirty:
+        if not isinstance(t, Tensor):
+            continue
+        if record and t._rg and t._tape is None and id(t) not in ctx._non_differentiable \
+                and t._data.dtype.kind == 'f':
+            raise RuntimeError('a leaf Variable that requires grad has been used in an in-place '
+                               'operation.')
+        _bump_version(t)
+    if not record:
+        # nothing is recorded: a dirty tensor that requires grad comes back as an alias
+        ids = {i for i in ids for t in ctx._dirty if id(t) == i and not t._rg}
+    return ids
+
+
+def _register_node_class(name):
+    """``grad_fn`` of a Function's output is also its ctx, as in PyTorch: the
+    node's class reads attributes it lacks (``saved_tensors``, what forward
+    set) from the ctx."""
+    from .. import _graph
+    classes = getattr(_graph, '_classes', None)
+    if classes is None or name in classes:
+        return
+    classes[name] = type(name, (_FunctionNode,), {'__slots__': ()})
+
+
+def _make_function_node():
+    from .._graph import Node
+
+    class _FunctionNode(Node):
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            if name.startswith('__') or name == '_tape':
+                raise AttributeError(name)
+            try:
+                ax = self._tape.record(self._rec)[6]
+                ctx = self._tape.py[ax].ctx
+            except Exception:
+                ctx = None
+            if ctx is not None and not name.startswith('_saved_'):
+                try:
+                    return getattr(ctx, name)
+                except AttributeError:
+                    pass
+            return Node.__getattr__(self, name)
+    return _FunctionNode
+
+
+_FunctionNode = _make_function_node()
 
 
 def once_differentiable(fn):
