@@ -648,3 +648,9 @@ def _bind_more():
 
 _bind_more()
 del _bind_more
+
+# ------------------------------------------- composite ops (tape/_composites.py)
+from . import _composites as _cp  # noqa: E402
+globals().update(_cp.FUNCTIONS)
+for _name, _fn in _cp.METHODS.items():
+    setattr(Tensor, _name, _fn)
