@@ -165,46 +165,7 @@ def _flat(t):
     return _ops.reshape(t, -1)
 
 
-class _Acc(dict):
-    """Gradients by slot, for one differentiable sweep.
-
-    A zero-size tensor owns no gradient elements, and where its recording did
-    not advance the tape's slot counter its slot is also the next tensor's
-    (see tape/_tape.py).  ``shared`` holds such slots: there, a zero-size
-    tensor's gradient (always empty, but whether it was reached matters) is
-    kept under ``('empty', slot)`` so that it never meets the other's."""
-    __slots__ = ('shared',)
-
-    def __init__(self, shared=frozenset()):
-        super().__init__()
-        self.shared = shared
-
-
-def _key(acc, slot, size):
-    """The key of the gradient of ``slot`` (of a tensor of ``size`` elements) in ``acc``."""
-    if size or type(slot) is not int:
-        return slot
-    shared = getattr(acc, 'shared', None)
-    return ('empty', slot) if shared and slot in shared else slot
-
-
-def _shared_slots(tape, R):
-    """Slots that a zero-size tensor shares with a tensor that has elements."""
-    n = R[:, 2]
-    python = (R[:, 0] & ~BIG_FLAG) == _PYTHON
-    empty = set(R[(n == 0) & ~python, 1].tolist())
-    full = set(R[(n != 0) & ~python, 1].tolist())
-    for leaf, s in tape.leaves:
-        (full if leaf._data.size else empty).add(s)
-    for p in tape.py:
-        for s, shape in zip(p.out_slots, p.out_shapes):
-            if s >= 0:
-                (full if int(np.prod(shape)) else empty).add(s)
-    return frozenset(empty & full) if empty else frozenset()
-
-
 def _add(acc, slot, g):
-    slot = _key(acc, slot, g._data.size)
     cur = acc.get(slot)
     acc[slot] = g if cur is None else _ops.add(cur, g)
 
@@ -221,9 +182,7 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
         if any(o._tape is tape and tape.is_dead(o._rec) for o in outputs):
             raise RuntimeError(SECOND_BACKWARD)
         R, V, A = pack(tape)
-        acc = _Acc(_shared_slots(tape, R))
-    else:
-        acc = _Acc()
+    acc = {}
     leaf_roots = []
     for o, g, seed in zip(outputs, gts, seeds):
         gt = g if isinstance(g, Tensor) else _leaf(np.full(o._data.shape, seed, o._data.dtype)
@@ -266,7 +225,7 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     if tape is not None:
         seen = {}
         for leaf, s in tape.leaves:
-            g = acc.get(_key(acc, s, leaf._data.size))
+            g = acc.get(s)
             if g is not None:
                 seen[id(leaf)] = (leaf, g if id(leaf) not in seen else _ops.add(seen[id(leaf)][1], g))
         for leaf, g in seen.values():
@@ -278,12 +237,10 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
 
 def _gradient_of(tape, x, acc):
     g = None
-    size = x._data.size
     if x._tape is not None and x._tape is tape:
-        g = acc.get(_key(acc, x._goff, size))
+        g = acc.get(x._goff)
     elif tape is not None:
         for leaf, s in tape.leaves:
-            s = _key(acc, s, size)
             if leaf is x and s in acc:
                 g = acc[s] if g is None else _ops.add(g, acc[s])
     leaf_g = acc.get(('leaf', id(x)))
@@ -318,7 +275,7 @@ def _accumulate_tensor(leaf, g):
 
 def _out_grad(acc, go, n):
     """The gradient of a record's result (slot ``go``, ``n`` elements), or None."""
-    g = acc.get(_key(acc, go, n))
+    g = acc.get(go)
     return g if g is not None and g._data.size == n else None
 
 

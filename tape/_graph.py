@@ -245,11 +245,9 @@ def _apply_node(nd, grads):
     if tape.is_dead(nd._rec):
         from ._sweep import SECOND_BACKWARD
         raise RuntimeError(SECOND_BACKWARD)
-    from ._differentiable import _Acc, _key, _shared_slots
-    acc = _Acc(_shared_slots(tape, R))
     g = grads[0]
     g = _ops.reshape(g if isinstance(g, Tensor) else _leaf(np.asarray(g)), -1)
-    acc[_key(acc, out, n)] = g
+    acc = {out: g}
     leaf_of = {s: leaf for leaf, s in tape.leaves}
     _record_vjp(tape, nd._rec, R, RF, V, A, acc, leaf_of)
     result = []

@@ -217,7 +217,7 @@ def setitem(a, key, value):
         after = np.array(d, copy=True)
         after[k] = vd
         recorded = record_where('setitem', mask.reshape(d.shape), s, before, after)
-    base_before = _views.snapshot_base(a)
+    base_before = _views.snapshot_base(a, recorded is not None)
     d[k] = vd
     _bump_version(a)
     if recorded is not None:

@@ -1228,7 +1228,7 @@ def inplace(a, name, other=None, alpha=None):
             if src._data.shape != d.shape:
                 src = expand(src, d.shape)
             recorded = add(mul(before, 0.0), src)
-    base_before = _views.snapshot_base(a)
+    base_before = _views.snapshot_base(a, recorded is not None)
     d[...] = value
     _bump_version(a)
     if recorded is not None:
@@ -1240,9 +1240,12 @@ def inplace(a, name, other=None, alpha=None):
 def _after_inplace(a, recorded, base_before):
     """An in-place op wrote ``a`` (now ``recorded`` in the graph, or None):
     through a view, rewrite the base's graph; on a base, re-read its views."""
-    if base_before is not None:
+    ext = a._extra
+    if ext is None:
+        return
+    if 'view' in ext:
         _views.write_through(a, recorded, base_before)
-    elif a._extra is not None and 'views' in a._extra:
+    elif 'views' in ext:
         _views.mark_dirty(a)        # records that saved a view of a read new values
         if recorded is not None:
             _views.refresh(a)
@@ -1272,7 +1275,7 @@ def inplace_apply(a, fn, *args, **kwargs):
     if not np.can_cast(value.dtype, d.dtype, 'same_kind'):
         raise RuntimeError(f'{fn.__name__}_: result type {value.dtype} can\'t be cast to the '
                            f'desired output type {d.dtype}')
-    base_before = _views.snapshot_base(a)
+    base_before = _views.snapshot_base(a, res._tape is not None)
     d[...] = value
     _bump_version(a)
     recorded = res if res._tape is not None else None

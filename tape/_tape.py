@@ -18,10 +18,9 @@ A *slot* is an offset into one gradient arena ``G`` (float64, or float32 for
 a graph that is float32 throughout: see ``tape/_sweep.py`` pack); a tensor with
 k elements owns G[slot : slot+k], flattened in C order.  Slots are handed out
 in recording order, so they never overlap and need no table.  Leaves get a
-slot the first time a tape meets them.  A zero-size tensor owns no element;
-one whose slot did not advance the counter (``alloc`` gives it one element
-anyway) shares its slot with the next tensor recorded, so a sweep must not
-take the one's gradient for the other's (``_differentiable._Acc``).
+slot the first time a tape meets them.  A zero-size tensor owns no element
+but still advances the counter by one, so that no two tensors share a slot
+(the sweeps key gradients and reach flags by slot).
 
 ``V`` is ``np.concatenate(saved, axis=None)`` in G's dtype: the saved
 arrays are kept by reference while recording (no copy per op), and made into

@@ -54,7 +54,10 @@ def as_view(res, a, vfn, multi=None):
     e['view'] = (base, fn)
     if multi is not None:
         e['view_multi'] = multi
-    if base._rg:
+    if base._tape is not None:
+        # only a graph tensor's views need re-reading when it changes: a leaf
+        # that requires grad cannot be changed in place while recording, and
+        # a leaf that carries an _extra dict loses its fast in-place path
         bext = base._extra
         if bext is None:
             bext = base._extra = {}
@@ -102,29 +105,35 @@ def positions(base, fn):
                                 dtype=np.int64).reshape(-1)
 
 
-def snapshot_base(t):
+def snapshot_base(t, involved):
     """Before an in-place op on view ``t``: its base as it is now, as an op input
-    (a copy of the data, the base's place in the graph), or None for a non-view."""
+    (a copy of the data, the base's place in the graph), when the op will
+    rewrite the base's graph (the base is a graph tensor, or the op is
+    ``involved``: it records, as when its operand requires grad); else None."""
     src = view_source(t)
     if src is None:
         return None
+    from ._tape import grad_mode
+    base = src[0]
+    if not grad_mode.enabled or not (involved or base._tape is not None):
+        return None
     from ._ops import _leaf_view_of
-    return _leaf_view_of(src[0])
+    return _leaf_view_of(base)
 
 
 def write_through(t, new_value, before):
     """After an in-place op wrote view ``t`` (whose graph value is now
     ``new_value``, a recorded tensor or None): rewrite its base's graph.
 
-    ``before`` is the base's snapshot from ``snapshot_base``.  Records that
-    saved the base or any of its views by reference are marked stale."""
+    ``before`` is the base's snapshot from ``snapshot_base`` (None: the
+    base's graph stays as it is).  Records that saved the base or any of its
+    views by reference are marked stale."""
     base, fn = view_source(t)
     from . import _ops
     from ._structural import record_where
-    from ._tape import grad_mode
     mark_dirty(base)
-    if not grad_mode.enabled or (base._tape is None and (new_value is None
-                                                          or new_value._tape is None)):
+    if before is None or (base._tape is None and (new_value is None
+                                                  or new_value._tape is None)):
         return
     bd = _ops._storage(base)
     flat = positions(base, fn)
