@@ -3,7 +3,959 @@ from the records of the primitives they are made of.
 
 ``FUNCTIONS`` are exported as ``tape.<name>``, ``METHODS`` bound as
 ``Tensor.<name>`` (see the end of tape/__init__.py).
+
+The building blocks:
+
+* element pickers (``diagonal``, ``roll``, ``sort``, ``topk``, ``median``,
+  ``cummax``...) compute, in NumPy, the flat position in the input of each
+  output element and record one take (``index``) record, so the gradient of
+  each output element goes back to the element it came from;
+* element placers (``diag`` of a vector, ``index_add``) record a put record
+  (the adjoint of a take);
+* masks that depend on values (``nan_to_num``, ``nansum``) are where records,
+  which cut the gradient where the mask replaced the input (``tril``/``triu``,
+  whose mask is the shape's, take the kept elements and put them back);
+* the rest (``lerp``, ``addmm``, ``cdist``, ``kron``, ``tensordot``...) are
+  arithmetic of the existing ops, so create_graph differentiates them again.
+
+An op whose choice of elements depends on the values (sorting, NaN masks)
+says so with ``note_value_use``, so ``tape.jit`` runs a function using it
+eagerly instead of replaying a stale choice.
+
+>>> import tape
+>>> x = tape.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> tape.trace(x)
+tensor(5., grad_fn=<SumBackward0>)
 """
+import builtins
+
+import numpy as np
+
+from . import _elementwise as _ew
+from . import _linalg as _la
+from . import _ops
+from . import _reductions as _red
+from . import _shapes as _sh
+from ._dtypes import default_dtype
+from ._reductions import _flat_index, _ValuesIndices, take_as
+from ._tape import grad_mode, note_value_use
+from ._tensor import Tensor, _leaf, _norm_dim
 
 FUNCTIONS = {}
 METHODS = {}
+
+
+def _t(x, like=None):
+    return x if isinstance(x, Tensor) else _ops._const(x, like)
+
+
+def _np(a):
+    return np.asarray(a._data)
+
+
+def _pick(a, pos):
+    """``a.flatten()[pos]`` in ``pos``'s shape, recorded as one take (index) record."""
+    pos = np.asarray(pos, dtype=np.int64)
+    return take_as('index', a, _np(a).reshape(-1)[pos], pos)
+
+
+def _pick_along(a, idx, dim):
+    """The elements of ``a`` at indices ``idx`` along ``dim`` (take_along_axis)."""
+    return _pick(a, np.take_along_axis(_flat_index(_np(a).shape), idx, axis=dim))
+
+
+def _scaled(x, c):
+    """``c * x`` where ``c == 0`` ignores x's values (NaN too) but keeps its gradient
+    slot, as PyTorch's beta=0 (a zero gradient)."""
+    if c == 1:
+        return x
+    if c == 0:
+        return _ew.where(np.zeros((), bool), x, 0)
+    return _ops.mul(x, c)
+
+
+# ------------------------------------------------------- triangles, diagonals
+def _triangle(npf, opname):
+    def f(input, diagonal=0):  # noqa: A002  (torch's argument names)
+        a = _t(input)
+        d = _np(a)
+        if d.ndim < 2:
+            raise RuntimeError(f'{opname}: input tensor must have at least 2 dimensions '
+                               f'(got shape {tuple(d.shape)})')
+        keep = np.broadcast_to(npf(np.ones(d.shape[-2:], bool), int(diagonal)), d.shape)
+        if not (a._rg and grad_mode.enabled):
+            return _leaf(np.where(keep, d, np.zeros((), d.dtype)))
+        # the kept elements taken and put back into zeros: exact zeros (even where the
+        # input is inf or NaN) and records that tape.jit replays
+        pos = _flat_index(d.shape)[keep]
+        return _ops.reshape(_ops.put_flat(_pick(a, pos), pos, d.size), d.shape)
+    f.__name__ = opname
+    f.__doc__ = (f'The {"lower" if opname == "tril" else "upper"} triangle of the last two '
+                 f'dims (others zero); ``diagonal`` shifts the edge up (> 0) or down (< 0).')
+    return f
+
+
+tril = _triangle(np.tril, 'tril')
+triu = _triangle(np.triu, 'triu')
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
+    """The diagonal of the (dim1, dim2) planes, as a new last dim (a copy, not a view).
+
+    >>> import tape
+    >>> tape.arange(9.0).reshape(3, 3).diagonal(1)
+    tensor([1., 5.])
+    """
+    a = _t(input)
+    d = _np(a)
+    if d.ndim < 2:
+        raise RuntimeError(f'diagonal: expected a tensor with at least 2 dimensions, got '
+                           f'{d.ndim} (shape {tuple(d.shape)})')
+    d1 = _norm_dim(int(dim1), d.ndim, 'diagonal')
+    d2 = _norm_dim(int(dim2), d.ndim, 'diagonal')
+    if d1 == d2:
+        raise RuntimeError(f'diagonal dimensions cannot be identical {dim1}, {dim2}')
+    return _pick(a, np.diagonal(_flat_index(d.shape), int(offset), d1, d2))
+
+
+_diagonal = diagonal        # diag's argument named diagonal hides the function
+
+
+def diag(input, diagonal=0):  # noqa: A002
+    """A vector's elements on the ``diagonal``-th diagonal of a square matrix, or a
+    matrix's ``diagonal``-th diagonal as a vector.
+
+    >>> import tape
+    >>> tape.diag(tape.tensor([1.0, 2.0]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
+    a = _t(input)
+    d = _np(a)
+    k = int(diagonal)
+    if d.ndim == 2:
+        return _diagonal(a, k)
+    if d.ndim != 1:
+        raise RuntimeError(f'diag(): Supports 1D or 2D tensors. Got {d.ndim}D')
+    m = d.shape[0]
+    n = m + builtins.abs(k)
+    rows = np.arange(m) + builtins.max(-k, 0)
+    cols = np.arange(m) + builtins.max(k, 0)
+    if a._rg:
+        return _ops.reshape(_ops.put_flat(a, rows * n + cols, n * n), (n, n))
+    out = np.zeros((n, n), d.dtype)
+    out[rows, cols] = d
+    return _leaf(out)
+
+
+def diagflat(input, offset=0):  # noqa: A002
+    """``diag`` of the flattened input."""
+    return diag(_ops.reshape(_t(input), -1), offset)
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
+    """Each last-dim vector of ``input`` put on the ``offset`` diagonal of the
+    (dim1, dim2) planes of a new tensor (the inverse of ``diagonal``)."""
+    a = _t(input)
+    d = _np(a)
+    m = d.shape[-1] if d.ndim else 1
+    n = m + builtins.abs(int(offset))
+    ndim = d.ndim + 1
+    d1 = _norm_dim(int(dim1), ndim, 'diag_embed')
+    d2 = _norm_dim(int(dim2), ndim, 'diag_embed')
+    if d1 == d2:
+        raise RuntimeError(f'diagonal dimensions cannot be identical {dim1}, {dim2}')
+    batch = d.shape[:-1]
+    shape = [None] * ndim
+    shape[d1] = shape[d2] = n
+    rest = iter(batch)
+    shape = tuple(next(rest) if s is None else s for s in shape)
+    # positions in the result of its offset diagonal, laid out as diagonal() gives them
+    pos = np.diagonal(_flat_index(shape), int(offset), d1, d2)
+    size = int(np.prod(shape, dtype=np.int64))
+    if a._rg:
+        return _ops.reshape(_ops.put_flat(_ops.reshape(a, pos.shape), pos.reshape(-1), size),
+                            shape)
+    out = np.zeros(size, d.dtype)
+    out[pos.reshape(-1)] = d.reshape(-1)
+    return _leaf(out.reshape(shape))
+
+
+def trace(input):  # noqa: A002
+    """The sum of a matrix's diagonal.
+
+    >>> import tape
+    >>> tape.trace(tape.tensor([[1, 2], [3, 4]]))
+    tensor(5)
+    """
+    a = _t(input)
+    if _np(a).ndim != 2:
+        raise RuntimeError(f'trace: expected a matrix, but got tensor with dim {_np(a).ndim}')
+    return _ops.sum_(diagonal(a))
+
+
+# ---------------------------------------------------------- sorting and order
+def _sort_index(d, dim, descending):
+    """Stable argsort along ``dim``; NaN is the largest value, as in PyTorch."""
+    if not descending:
+        return np.argsort(d, axis=dim, kind='stable')
+    # stable and descending: sort the reversed array ascending and reverse back
+    n = d.shape[dim]
+    rev = np.flip(d, axis=dim)
+    return (n - 1) - np.flip(np.argsort(rev, axis=dim, kind='stable'), axis=dim)
+
+
+def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
+    """(values, indices) of ``input`` sorted along ``dim`` (always stable; NaN last,
+    or first when descending, as in PyTorch).
+
+    >>> import tape
+    >>> tape.sort(tape.tensor([3.0, 1.0, 2.0]), descending=True)
+    values=tensor([3., 2., 1.]), indices=tensor([0, 2, 1])
+    """
+    a = _t(input)
+    d = _np(a)
+    note_value_use('sort')
+    if d.ndim == 0:
+        _norm_dim(int(dim), 0, 'sort')
+        return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+    dim = _norm_dim(int(dim), d.ndim, 'sort')
+    idx = _sort_index(d, dim, descending)
+    return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx.astype(np.int64)))
+
+
+def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
+    """The indices that sort ``input`` along ``dim`` (see ``sort``)."""
+    return sort(input, dim, descending, stable).indices
+
+
+def msort(input):  # noqa: A002
+    """``input`` sorted along its first dim."""
+    return sort(input, 0).values
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    """(values, indices) of the ``k`` largest (or smallest) elements along ``dim``.
+
+    >>> import tape
+    >>> tape.tensor([1.0, 5.0, 3.0]).topk(2)
+    values=tensor([5., 3.]), indices=tensor([1, 2])
+    """
+    a = _t(input)
+    d = _np(a)
+    note_value_use('topk')
+    k = int(k)
+    dim = _norm_dim(int(dim), d.ndim, 'topk')
+    n = d.shape[dim] if d.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f'topk: selected index k out of range (k={k}, dim {dim} of shape '
+                           f'{tuple(d.shape)})')
+    if d.ndim == 0:
+        r = sort(a)
+        return r if k else _ValuesIndices(_pick(a, np.zeros(0, np.int64)),
+                                          _leaf(np.zeros(0, np.int64)))
+    idx = np.take(_sort_index(d, dim, largest), np.arange(k), axis=dim)
+    return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx.astype(np.int64)))
+
+
+def _select_kth(a, dim, keepdim, kth, opname):
+    """(values, indices) at the sorted position ``kth(sorted_row, row)`` along dim,
+    where kth gives, per row (keepdim shape), the position in the ascending order."""
+    d = _np(a)
+    note_value_use(opname)
+    if d.ndim == 0:
+        _norm_dim(int(dim), 0, opname)
+        return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+    dim = _norm_dim(int(dim), d.ndim, opname)
+    if d.shape[dim] == 0:
+        raise IndexError(f'{opname}(): Expected reduction dim {dim} to have non-zero size '
+                         f'(input of shape {tuple(d.shape)})')
+    order = _sort_index(d, dim, False)
+    pos = kth(np.take_along_axis(d, order, axis=dim), dim)
+    idx = np.take_along_axis(order, pos, axis=dim)
+    if not keepdim:
+        idx = np.squeeze(idx, axis=dim)
+        flat = np.squeeze(np.take_along_axis(_flat_index(d.shape), np.expand_dims(
+            idx, dim), axis=dim), axis=dim)
+    else:
+        flat = np.take_along_axis(_flat_index(d.shape), idx, axis=dim)
+    return _ValuesIndices(_pick(a, flat), _leaf(idx.astype(np.int64)))
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
+    """(values, indices) of the ``k``-th smallest element (1-based) along ``dim``.
+
+    >>> import tape
+    >>> tape.kthvalue(tape.tensor([3.0, 1.0, 2.0]), 2)
+    values=tensor(2.), indices=tensor(2)
+    """
+    a = _t(input)
+    d = _np(a)
+    n = d.shape[_norm_dim(int(dim), d.ndim, 'kthvalue')] if d.ndim else 1
+    if not 1 <= int(k) <= n:
+        raise RuntimeError(f'kthvalue(): selected number k out of range for dimension '
+                           f'{dim} (k={k}, shape {tuple(d.shape)})')
+    shape_of = lambda s, dim: np.full(s.shape[:dim] + (1,) + s.shape[dim + 1:],  # noqa: E731
+                                      int(k) - 1, np.int64)
+    return _select_kth(a, dim, keepdim, shape_of, 'kthvalue')
+
+
+def _lower_median(skip_nan):
+    def kth(s, dim):
+        nan = np.isnan(s).sum(axis=dim, keepdims=True) if s.dtype.kind == 'f' else \
+            np.zeros(s.shape[:dim] + (1,) + s.shape[dim + 1:], np.int64)
+        n = s.shape[dim]
+        if skip_nan:           # the lower median of the numbers (the first NaN if none)
+            return np.maximum((n - nan - 1) // 2, 0)
+        # a NaN makes the median NaN: the first NaN (NaNs sort last, stably)
+        return np.where(nan > 0, n - nan, (n - 1) // 2)
+    return kth
+
+
+def _median(opname, skip_nan):
+    def f(input, dim=None, keepdim=False):  # noqa: A002
+        a = _t(input)
+        if dim is None:
+            d = _np(a)
+            if d.size == 0:
+                note_value_use(opname)
+                return _leaf(np.array(np.nan, d.dtype)[()])
+            r = _select_kth(_ops.reshape(a, -1), 0, False, _lower_median(skip_nan), opname)
+            return r.values
+        return _select_kth(a, dim, keepdim, _lower_median(skip_nan), opname)
+    f.__name__ = opname
+    return f
+
+
+median = _median('median', False)
+median.__doc__ = """The lower median (of all elements, or (values, indices) along ``dim``);
+NaN where the numbers include a NaN.
+
+>>> import tape
+>>> tape.tensor([4.0, 1.0, 3.0, 2.0]).median()
+tensor(2.)
+"""
+nanmedian = _median('nanmedian', True)
+nanmedian.__doc__ = 'The lower median of the numbers that are not NaN (see ``median``).'
+
+
+def _cumulative(opname, better):
+    def f(input, dim):  # noqa: A002
+        a = _t(input)
+        d = _np(a)
+        note_value_use(opname)
+        if d.ndim == 0:
+            _norm_dim(int(dim), 0, opname)
+            return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+        dim = _norm_dim(int(dim), d.ndim, opname)
+        x = np.moveaxis(d, dim, 0)
+        idx = np.zeros(x.shape, np.int64)
+        if x.shape[0]:
+            best = x[0].copy()
+            cur = np.zeros(x.shape[1:], np.int64)
+            for i in range(1, x.shape[0]):
+                # a NaN wins and stays; ties move to the later index, as PyTorch's
+                if x.dtype.kind == 'f':
+                    take = np.isnan(x[i]) | (~np.isnan(best) & better(x[i], best))
+                else:
+                    take = better(x[i], best)
+                best = np.where(take, x[i], best)
+                cur = np.where(take, i, cur)
+                idx[i] = cur
+        idx = np.moveaxis(idx, 0, dim)
+        return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx))
+    f.__name__ = opname
+    f.__doc__ = (f'(values, indices) of the running {opname[3:]}imum along ``dim`` (a NaN '
+                 f'propagates; on ties the later index).')
+    return f
+
+
+cummax = _cumulative('cummax', np.greater_equal)
+cummin = _cumulative('cummin', np.less_equal)
+
+
+def roll(input, shifts, dims=None):  # noqa: A002
+    """``input`` shifted circularly by ``shifts`` along ``dims`` (flattened if None).
+
+    >>> import tape
+    >>> tape.roll(tape.tensor([1, 2, 3]), 1)
+    tensor([3, 1, 2])
+    """
+    a = _t(input)
+    d = _np(a)
+    pos = _flat_index(d.shape)
+    if dims is None:
+        if isinstance(shifts, (tuple, list)) and len(shifts) != 1:
+            raise RuntimeError(f'roll: shifts and dimensions must align. shifts: '
+                               f'{len(shifts)}, dims: 0')
+        return _pick(a, np.roll(pos, shifts))
+    sh = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    dm = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(sh) != len(dm):
+        raise RuntimeError(f'roll: shifts and dimensions must align. shifts: {len(sh)}, '
+                           f'dims:{len(dm)}')
+    dm = tuple(_norm_dim(int(k), d.ndim, 'roll') for k in dm)
+    if d.ndim == 0:
+        return _pick(a, pos)
+    return _pick(a, np.roll(pos, tuple(int(s) for s in sh), dm))
+
+
+# ------------------------------------------------------- fused arithmetic
+def lerp(input, end, weight):  # noqa: A002
+    """``input + weight * (end - input)``.
+
+    >>> import tape
+    >>> tape.lerp(tape.tensor([0.0, 2.0]), tape.tensor([4.0, 4.0]), 0.25)
+    tensor([1.0000, 2.5000])
+    """
+    a = _t(input)
+    return _ops.add(a, _ops.mul(_ops.sub(_t(end, a), a), weight))
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """``input + value * tensor1 * tensor2``."""
+    a = _t(input)
+    p = _ops.mul(_t(tensor1, a), tensor2)
+    return _ops.add(a, p if value == 1 else _ops.mul(p, value))
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """``input + value * tensor1 / tensor2``."""
+    a = _t(input)
+    t1, t2 = _t(tensor1, a), _t(tensor2, a)
+    if _np(t1).dtype.kind in 'iub' and _np(t2).dtype.kind in 'iub':
+        raise RuntimeError('Integer division with addcdiv is no longer supported; divide '
+                           'with true_divide or floor_divide instead')
+    q = _ops.div(t1, t2)
+    return _ops.add(a, q if value == 1 else _ops.mul(q, value))
+
+
+def _add_product(input, product, beta, alpha):
+    p = product if alpha == 1 else _ops.mul(product, alpha)
+    return _ops.add(_scaled(_t(input, p), beta), p)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * (mat1 @ mat2)``; beta=0 ignores input's values.
+
+    >>> import tape
+    >>> tape.addmm(tape.ones(2, 2), tape.eye(2), tape.eye(2), beta=0.5)
+    tensor([[1.5000, 0.5000],
+            [0.5000, 1.5000]])
+    """
+    m1, m2 = _t(mat1), _t(mat2)
+    if _np(m1).ndim != 2 or _np(m2).ndim != 2:
+        raise RuntimeError(f'addmm: expected 2-D matrices, got mat1 of shape '
+                           f'{tuple(_np(m1).shape)} and mat2 of shape {tuple(_np(m2).shape)}')
+    return _add_product(input, _ops.mm(m1, m2), beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * (mat @ vec)``."""
+    return _add_product(input, _la.mv(_t(mat), _t(vec)), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    return _add_product(input, _la.outer(_t(vec1), _t(vec2)), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * bmm(batch1, batch2)``."""
+    return _add_product(input, _la.bmm(_t(batch1), _t(batch2)), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * sum over the batch of bmm(batch1, batch2)``."""
+    return _add_product(input, _ops.sum_(_la.bmm(_t(batch1), _t(batch2)), 0), beta, alpha)
+
+
+# ------------------------------------------------------------- elementwise
+def _float_input(a):
+    if _np(a).dtype.kind not in 'fc':
+        return _ops.to(a, default_dtype[0])
+    return a
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0
+    and the dtype's largest and lowest finite values); the gradient is cut there.
+
+    >>> import tape
+    >>> tape.nan_to_num(tape.tensor([float('nan'), 1.0]))
+    tensor([0., 1.])
+    """
+    a = _t(input)
+    d = _np(a)
+    if d.dtype.kind != 'f':
+        return _ops.clone(a) if a._rg else _leaf(np.array(d, copy=True))
+    note_value_use('nan_to_num')
+    fi = np.finfo(d.dtype)
+    repl = np.nan_to_num(d, nan=nan, posinf=fi.max if posinf is None else posinf,
+                         neginf=fi.min if neginf is None else neginf)
+    return _ew.where(np.isfinite(d), a, _leaf(np.asarray(repl, d.dtype)))
+
+
+def logit(input, eps=None):  # noqa: A002
+    """``log(p / (1 - p))``, with p clamped to [eps, 1 - eps] when ``eps`` is given."""
+    a = _float_input(_t(input))
+    if eps is not None:
+        a = _ew.clamp(a, eps, 1.0 - eps)
+    return _ops.log(_ops.div(a, _ops.rsub(a, 1.0)))
+
+
+def xlogy(input, other):  # noqa: A002
+    """``input * log(other)``, and 0 where input is 0 (unless other is NaN).
+
+    >>> import tape
+    >>> tape.xlogy(tape.tensor([0.0, 2.0]), tape.tensor([0.0, 1.0]))
+    tensor([0., 0.])
+    """
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError(f"xlogy(): argument 'input' must be Tensor, not {type(input).__name__}")
+    like = input if isinstance(input, Tensor) else other
+    x, y = _float_input(_t(input, like)), _float_input(_t(other, like))
+    note_value_use('xlogy')
+    yd = _np(y)
+    with np.errstate(invalid='ignore'):
+        # where x is 0 and log(y) is not a finite number (y <= 0 or inf), y is read
+        # as 1: the value is 0 and neither gradient sees log(0) (PyTorch's masks)
+        zero = (_np(x) == 0) & ~np.isnan(yd) & ~((yd > 0) & np.isfinite(yd))
+    y_safe = _ew.where(zero, np.asarray(1.0, yd.dtype), y) if zero.any() else y
+    return _ops.mul(x, _ops.log(y_safe))
+
+
+def hypot(input, other):  # noqa: A002
+    """``sqrt(input ** 2 + other ** 2)``."""
+    a = _t(input)
+    if _np(a).dtype.kind not in 'fc':
+        raise NotImplementedError(f'hypot: not implemented for dtype {_np(a).dtype}')
+    b = _t(other, a)
+    return _ops.sqrt(_ops.add(_ops.mul(a, a), _ops.mul(b, b)))
+
+
+def frac(input):  # noqa: A002
+    """The fractional part, ``input - trunc(input)`` (the sign of input)."""
+    a = _t(input)
+    if _np(a).dtype.kind not in 'fc':
+        raise NotImplementedError(f'frac: not implemented for dtype {_np(a).dtype}')
+    return _ops.sub(a, _ew.trunc(a))
+
+
+# ------------------------------------------------------------ reductions
+def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """The sum, treating NaN as zero (which also gets no gradient)."""
+    a = _t(input)
+    d = _np(a)
+    if d.dtype.kind == 'f':
+        note_value_use('nansum')
+        nan = np.isnan(d)
+        if nan.any():
+            a = _ew.where(nan, np.asarray(0, d.dtype), a)
+    return _ops.sum_(a, dim, keepdim, dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """The mean of the elements that are not NaN (NaN where there are none).
+
+    >>> import tape
+    >>> tape.nanmean(tape.tensor([1.0, float('nan'), 3.0]))
+    tensor(2.)
+    """
+    a = _t(input)
+    if dtype is not None:
+        a = _ops.to(a, dtype)
+    d = _np(a)
+    if d.dtype.kind not in 'fc':
+        raise RuntimeError(f'nanmean(): expected input to have floating point or complex '
+                           f'dtype but got {d.dtype}')
+    s = nansum(a, dim, keepdim)
+    dims = None if dim is None or (isinstance(dim, (tuple, list)) and not len(dim)) else \
+        _ops._dims(dim, d.ndim, 'nanmean') if d.ndim else None
+    count = np.sum(~np.isnan(d), axis=dims, keepdims=keepdim)
+    return _ops.div(s, _leaf(np.asarray(count, d.dtype)))
+
+
+# ----------------------------------------------------------- linear algebra
+def tensordot(a, b, dims=2):
+    """Sum of products over ``dims`` (the last ``dims`` of a with the first of b, or two
+    lists of dims).
+
+    >>> import tape
+    >>> tape.tensordot(tape.ones(2, 3), tape.ones(3, 4), 1).shape
+    tape.Size([2, 4])
+    """
+    a, b = _t(a), _t(b)
+    ad, bd = _np(a), _np(b)
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, (int, np.integer)):
+        if dims < 0:
+            raise RuntimeError(f'tensordot expects dims >= 0, but got dims={dims}')
+        da = list(range(ad.ndim - dims, ad.ndim))
+        db = list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+    if len(da) != len(db):
+        raise RuntimeError(f'both dimension lists should have same length (got {len(da)} '
+                           f'and {len(db)})')
+    da = [_norm_dim(int(k), ad.ndim, 'tensordot') for k in da]
+    db = [_norm_dim(int(k), bd.ndim, 'tensordot') for k in db]
+    for i, j in zip(da, db):
+        if ad.shape[i] != bd.shape[j]:
+            raise RuntimeError(f'contracted dimensions need to match, but first has size '
+                               f'{ad.shape[i]} in dim {i} and second has size {bd.shape[j]} '
+                               f'in dim {j}')
+    fa = [k for k in range(ad.ndim) if k not in da]
+    fb = [k for k in range(bd.ndim) if k not in db]
+    m = int(np.prod([ad.shape[k] for k in fa], dtype=np.int64))
+    n = int(np.prod([bd.shape[k] for k in fb], dtype=np.int64))
+    c = int(np.prod([ad.shape[k] for k in da], dtype=np.int64))
+    a2 = _ops.reshape(_ops.permute(a, *(fa + da)) if ad.ndim else a, (m, c))
+    b2 = _ops.reshape(_ops.permute(b, *(db + fb)) if bd.ndim else b, (c, n))
+    out_shape = tuple(ad.shape[k] for k in fa) + tuple(bd.shape[k] for k in fb)
+    return _ops.reshape(_ops.mm(a2, b2), out_shape)
+
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """The ``p``-norm distance between each row of ``x1`` (..., P, M) and of ``x2``
+    (..., R, M): a (..., P, R) tensor.  The gradient at a zero distance is 0.
+
+    >>> import tape
+    >>> tape.cdist(tape.tensor([[0.0, 0.0]]), tape.tensor([[3.0, 4.0], [0.0, 1.0]]))
+    tensor([[5., 1.]])
+    """
+    a, b = _t(x1), _t(x2)
+    ad, bd = _np(a), _np(b)
+    for name, d in (('X1', ad), ('X2', bd)):
+        if d.ndim < 2:
+            raise RuntimeError(f'cdist only supports at least 2D tensors, {name} got: '
+                               f'{d.ndim}D')
+    if ad.shape[-1] != bd.shape[-1]:
+        raise RuntimeError(f'X1 and X2 must have the same number of columns. X1: '
+                           f'{ad.shape[-1]} X2: {bd.shape[-1]}')
+    if p < 0:
+        raise RuntimeError(f'cdist only supports non-negative p values (got {p})')
+    diff = _ops.sub(_sh.unsqueeze(a, -2), _sh.unsqueeze(b, -3))
+    return _red.vector_norm(diff, p, dim=-1)
+
+
+def kron(input, other):  # noqa: A002
+    """The Kronecker product: every element of ``input`` times the whole of ``other``.
+
+    >>> import tape
+    >>> tape.kron(tape.tensor([1, 2]), tape.tensor([1, 10]))
+    tensor([ 1, 10,  2, 20])
+    """
+    a, b = _t(input), _t(other)
+    ad, bd = _np(a), _np(b)
+    nd = builtins.max(ad.ndim, bd.ndim)
+    sa = (1,) * (nd - ad.ndim) + ad.shape
+    sb = (1,) * (nd - bd.ndim) + bd.shape
+    # a's dims at even positions, b's at odd: the product's (a0, b0, a1, b1, ...)
+    ea = _ops.reshape(a, tuple(x for s in sa for x in (s, 1)))
+    eb = _ops.reshape(b, tuple(x for s in sb for x in (1, s)))
+    return _ops.reshape(_ops.mul(ea, eb), tuple(x * y for x, y in zip(sa, sb)))
+
+
+# ----------------------------------------------------------------- indexing
+def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
+    """``input`` with ``alpha * source``'s slices added at ``index`` along ``dim``
+    (repeated indices accumulate).
+
+    >>> import tape
+    >>> tape.zeros(3).index_add(0, tape.tensor([0, 0, 2]), tape.tensor([1.0, 2.0, 3.0]))
+    tensor([3., 0., 3.])
+    """
+    a = _t(input)
+    d = _np(a)
+    src = _t(source, a)
+    sd = _np(src)
+    idx = np.asarray(index._data if isinstance(index, Tensor) else index)
+    if idx.dtype.kind not in 'iu':
+        raise RuntimeError(f'index_add_(): Expected dtype int32/int64 for index but got: '
+                           f'{idx.dtype}')
+    if idx.ndim > 1:
+        raise IndexError(f'index_add_(): Index is supposed to be a vector, got shape '
+                         f'{tuple(idx.shape)}')
+    idx = idx.reshape(-1).astype(np.int64)
+    dim = _norm_dim(int(dim), d.ndim, 'index_add')
+    shape = d.shape if d.ndim else (1,)
+    sshape = sd.shape if sd.ndim else (1,)
+    if len(sshape) != len(shape) or builtins.any(
+            sshape[k] != shape[k] for k in range(len(shape)) if k != dim):
+        raise RuntimeError(f'index_add_(): source {tuple(sd.shape)} and self '
+                           f'{tuple(d.shape)} must match in every dim but dim {dim}')
+    if sshape[dim] != idx.size:
+        raise RuntimeError(f'index_add_(): Number of indices ({idx.size}) should be equal to '
+                           f'source.size(dim): ({sshape[dim]}), for dim: {dim}')
+    n = shape[dim]
+    if idx.size and idx.min() < 0:
+        raise IndexError(f'index_add_(): index {idx.min()} is out of range in self (a '
+                         f'negative index, as PyTorch refuses)')
+    if idx.size and idx.max() >= n:
+        bad = idx[idx >= n][0]
+        raise RuntimeError(f'index_add_(): index {bad} is out of bounds for dimension {dim} '
+                           f'with size {n}')
+    grids = list(np.indices(sshape, dtype=np.int64))
+    grids[dim] = idx[grids[dim]]
+    tgt = np.ravel_multi_index(grids, shape).reshape(-1) if sd.size else \
+        np.zeros(0, np.int64)
+    s = src if alpha == 1 else _ops.mul(src, alpha)
+    if s._rg:
+        added = _ops.put_flat(_ops.reshape(s, -1), tgt, d.size)
+    else:
+        flat = np.zeros(d.size, np.result_type(d, _np(s)))
+        np.add.at(flat, tgt, _np(s).reshape(-1))        # exact for integers too
+        added = _leaf(flat)
+    out = _ops.add(a, _ops.reshape(added, d.shape))
+    if _np(out).dtype != d.dtype:
+        out = _ops.to(out, d.dtype)
+    return out
+
+
+# ------------------------------------------------------- creation and dtypes
+def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None,
+             layout=None, pin_memory=False, out=None):
+    """A random permutation of ``0 .. n-1`` (int64; seeded by ``tape.manual_seed``)."""
+    from . import _rng
+    rng = generator._rng if generator is not None else _rng[0]
+    arr = rng.permutation(int(n)).astype(np.int64 if dtype is None else np.dtype(dtype))
+    t = _leaf(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+_TORCH_NAMES = {'float16': 'float16', 'float32': 'float32', 'float64': 'float64',
+                'int8': 'int8', 'int16': 'int16', 'int32': 'int32', 'int64': 'int64',
+                'uint8': 'uint8', 'bfloat16': 'bfloat16'}
+
+
+def _dtype_of(dtype, default):
+    if dtype is None:
+        return default
+    if isinstance(dtype, Tensor):
+        return np.dtype(_np(dtype).dtype)
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f'expected a dtype, got {type(dtype).__name__}') from None
+
+
+class finfo:
+    """``torch.finfo``: the limits of a floating dtype, as Python floats.
+
+    >>> import tape
+    >>> tape.finfo(tape.float32).eps
+    1.1920928955078125e-07
+    """
+
+    def __init__(self, type=None):  # noqa: A002  (torch's argument name)
+        dt = _dtype_of(type, default_dtype[0])
+        if dt.kind != 'f':
+            raise TypeError(f"torch.finfo() requires a floating point input type. Use "
+                            f"torch.iinfo to handle '{dt}'")
+        fi = np.finfo(dt)
+        self.bits = int(fi.bits)
+        self.eps = float(fi.eps)
+        self.max = float(fi.max)
+        self.min = float(fi.min)
+        self.tiny = self.smallest_normal = float(fi.smallest_normal)
+        self.resolution = 10.0 ** -int(fi.precision)     # 1e-06, not float32's 1e-06
+        self.dtype = _TORCH_NAMES.get(dt.name, dt.name)
+
+    def __eq__(self, other):
+        return isinstance(other, finfo) and other.dtype == self.dtype
+
+    def __hash__(self):
+        return hash(('finfo', self.dtype))
+
+    def __repr__(self):
+        return (f'finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, '
+                f'eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, '
+                f'tiny={self.tiny:g}, dtype={self.dtype})')
+
+
+class iinfo:
+    """``torch.iinfo``: the limits of an integer dtype, as Python ints.
+
+    >>> import tape
+    >>> tape.iinfo(tape.int32).max
+    2147483647
+    """
+
+    def __init__(self, type):  # noqa: A002
+        dt = _dtype_of(type, None)
+        if dt.kind not in 'iub':
+            raise TypeError(f"torch.iinfo() requires an integer input type. Use torch.finfo "
+                            f"to handle '{dt}'")
+        ii = np.iinfo(np.uint8 if dt.kind == 'b' else dt)
+        self.bits = int(ii.bits)
+        self.max = int(ii.max)
+        self.min = int(ii.min)
+        self.dtype = _TORCH_NAMES.get(dt.name, dt.name)
+
+    def __eq__(self, other):
+        return isinstance(other, iinfo) and other.dtype == self.dtype
+
+    def __hash__(self):
+        return hash(('iinfo', self.dtype))
+
+    def __repr__(self):
+        return f'iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})'
+
+
+def is_floating_point(input):  # noqa: A002
+    """Is ``input``'s dtype a floating one?"""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_floating_point(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    return _np(input).dtype.kind == 'f'
+
+
+# ---------------------------------------------------------- Tensor methods
+def is_contiguous(self, memory_format=None):
+    """Are the elements laid out in row-major order with no gaps?"""
+    return builtins.bool(np.asarray(self._data).flags.c_contiguous)
+
+
+def _new(kind):
+    def f(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+          pin_memory=False):
+        import tape
+        make = tape.ones if kind == 'ones' else tape.zeros
+        return make(*size, dtype=_np(self).dtype if dtype is None else dtype,
+                    requires_grad=requires_grad)
+    f.__name__ = f'new_{kind}'
+    f.__doc__ = f'A new {kind} tensor of ``size``, in this tensor\'s dtype by default.'
+    return f
+
+
+new_zeros = _new('zeros')
+new_ones = _new('ones')
+new_empty = _new('empty')
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False):
+    """A new tensor of ``size`` filled with ``fill_value``, in this tensor's dtype by default."""
+    from . import full
+    return full(size, fill_value, dtype=_np(self).dtype if dtype is None else dtype,
+                requires_grad=requires_grad)
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+    """A new leaf holding a copy of ``data``, in this tensor's dtype by default."""
+    from . import tensor
+    return tensor(data, dtype=_np(self).dtype if dtype is None else dtype,
+                  requires_grad=requires_grad)
+
+
+def _matrix_transpose(name):
+    def get(self):
+        d = _np(self)
+        if d.ndim == 0:
+            return self                 # allowed (deprecated) in PyTorch
+        if d.ndim < 2:
+            raise RuntimeError(f'tensor.{name} is only supported on matrices or batches of '
+                               f'matrices. Got {d.ndim}-D tensor.')
+        return _ops.transpose(self, -2, -1)
+    return property(get, doc=f'``{name}``: the last two dims swapped (real dtypes: no '
+                             f'conjugation).')
+
+
+def _conj_transpose(self):
+    d = _np(self)
+    if d.ndim == 0:
+        return self
+    if d.ndim != 2:
+        raise RuntimeError(f'tensor.H is only supported on matrices (2-D tensors). Got '
+                           f'{d.ndim}-D tensor.')
+    return _ops.transpose(self, 0, 1)
+
+
+def _inplace(fn, name):
+    """``x.<name>(...)``: ``fn``'s out-of-place result written into x (recorded like copy_)."""
+    def f(a, *args, **kwargs):
+        return _ops.inplace_apply(a, fn, *args, **kwargs)
+    f.__name__ = name
+    f.__doc__ = f'In-place ``{name[:-1]}``.'
+    return f
+
+
+def _named(fn, name):
+    # inplace_apply names its errors after fn: tape._ops.pow_ is the out-of-place pow
+    def g(*args, **kwargs):
+        return fn(*args, **kwargs)
+    g.__name__ = name
+    return g
+
+
+# ------------------------------------------------------------ registration
+_NEW_FUNCTIONS = {
+    'tril': tril, 'triu': triu, 'diagonal': diagonal, 'diag': diag, 'diagflat': diagflat,
+    'diag_embed': diag_embed, 'trace': trace, 'sort': sort, 'argsort': argsort,
+    'msort': msort, 'topk': topk, 'kthvalue': kthvalue, 'median': median,
+    'nanmedian': nanmedian, 'cummax': cummax, 'cummin': cummin, 'roll': roll, 'lerp': lerp,
+    'addcmul': addcmul, 'addcdiv': addcdiv, 'addmm': addmm, 'addmv': addmv, 'addr': addr,
+    'baddbmm': baddbmm, 'addbmm': addbmm, 'nan_to_num': nan_to_num, 'logit': logit,
+    'xlogy': xlogy, 'hypot': hypot, 'frac': frac, 'nansum': nansum, 'nanmean': nanmean,
+    'tensordot': tensordot, 'cdist': cdist, 'kron': kron, 'index_add': index_add,
+    'randperm': randperm, 'finfo': finfo, 'iinfo': iinfo,
+    'is_floating_point': is_floating_point,
+}
+
+_METHOD_NAMES = (
+    'tril', 'triu', 'diagonal', 'diag', 'diagflat', 'diag_embed', 'trace', 'sort', 'argsort',
+    'msort', 'topk', 'kthvalue', 'median', 'nanmedian', 'cummax', 'cummin', 'roll', 'lerp',
+    'addcmul', 'addcdiv', 'addmm', 'addmv', 'addr', 'baddbmm', 'addbmm', 'nan_to_num',
+    'logit', 'xlogy', 'hypot', 'frac', 'nansum', 'nanmean', 'kron', 'index_add',
+)
+
+_NEW_METHODS = {name: _NEW_FUNCTIONS[name] for name in _METHOD_NAMES}
+_NEW_METHODS.update({
+    'is_contiguous': is_contiguous, 'new_zeros': new_zeros, 'new_ones': new_ones,
+    'new_empty': new_empty, 'new_full': new_full, 'new_tensor': new_tensor,
+    'mT': _matrix_transpose('mT'), 'mH': _matrix_transpose('mH'),
+    'H': property(_conj_transpose, doc='``H``: a matrix transposed (real dtypes).'),
+})
+
+# in-place forms: the out-of-place op, written back through inplace_apply
+_INPLACE_OF = {
+    'sigmoid_': _ops.sigmoid, 'exp_': _ops.exp, 'log_': _ops.log, 'sqrt_': _ops.sqrt,
+    'sin_': _ops.sin, 'cos_': _ops.cos, 'tanh_': _ops.tanh, 'neg_': _ops.neg,
+    'negative_': _ops.neg, 'abs_': _ops.abs_, 'relu_': _ops.relu, 'pow_': _ops.pow_,
+    'rsqrt_': _ew.rsqrt, 'exp2_': _ew.exp2, 'expm1_': _ew.expm1, 'log2_': _ew.log2,
+    'log10_': _ew.log10, 'log1p_': _ew.log1p, 'tan_': _ew.tan, 'asin_': _ew.asin,
+    'acos_': _ew.acos, 'atan_': _ew.atan, 'arcsin_': _ew.asin, 'arccos_': _ew.acos,
+    'arctan_': _ew.atan, 'sinh_': _ew.sinh, 'cosh_': _ew.cosh, 'erf_': _ew.erf,
+    'reciprocal_': _ew.reciprocal, 'sign_': _ew.sign, 'floor_': _ew.floor,
+    'ceil_': _ew.ceil, 'trunc_': _ew.trunc, 'round_': _ew.round, 'square_': _ew.square,
+    'clamp_min_': _ew.clamp_min, 'clamp_max_': _ew.clamp_max, 'atan2_': _ew.atan2,
+    'fmod_': _ew.fmod, 'silu_': _ew.silu,
+    'tril_': tril, 'triu_': triu, 'lerp_': lerp, 'addcmul_': addcmul, 'addcdiv_': addcdiv,
+    'addmm_': addmm, 'addmv_': addmv, 'addr_': addr, 'baddbmm_': baddbmm,
+    'addbmm_': addbmm, 'nan_to_num_': nan_to_num, 'logit_': logit, 'xlogy_': xlogy,
+    'hypot_': hypot, 'frac_': frac, 'index_add_': index_add,
+}
+for _name, _fn in _INPLACE_OF.items():
+    _NEW_METHODS[_name] = _inplace(_named(_fn, _name[:-1]), _name)
+
+
+def _register():
+    # never shadow what tape or Tensor already has (tape/__init__.py runs before us)
+    import sys
+    package = sys.modules[__package__]
+    for name, fn in _NEW_FUNCTIONS.items():
+        if not hasattr(package, name):
+            FUNCTIONS[name] = fn
+    for name, fn in _NEW_METHODS.items():
+        if not hasattr(Tensor, name):
+            METHODS[name] = fn
+
+
+_register()

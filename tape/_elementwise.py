@@ -361,14 +361,17 @@ def bitwise_not(a):
 
 
 def isnan(a):
+    note_value_use('isnan')         # a mask of values: tape.jit must not replay it
     return _leaf(np.isnan(_t(a)._data))
 
 
 def isinf(a):
+    note_value_use('isinf')
     return _leaf(np.isinf(_t(a)._data))
 
 
 def isfinite(a):
+    note_value_use('isfinite')
     return _leaf(np.isfinite(_t(a)._data))
 
 
