@@ -3,21 +3,31 @@
 All are composites of primitives except ``binary_cross_entropy`` (one rule, for
 PyTorch's clamped logs) and the activations that are rules of their own.
 ``softmax``/``log_softmax`` shift by the (constant) row maximum, so large
-inputs neither overflow nor lose their gradient.
+inputs neither overflow nor lose their gradient.  ``pad``, ``embedding``, the
+dropout variants and the normalizations (``batch_norm``, ``layer_norm``,
+``group_norm``, ``instance_norm``, ``rms_norm``) are composites too; where one
+bakes a tensor's values into its records (a target's masks, ``embedding``'s
+indices) it says so, so that ``tape.jit`` runs it eagerly instead of replaying
+stale values.
 
 >>> import tape
 >>> import tape.nn.functional as F
 >>> F.softmax(tape.tensor([0.0, 0.0]), dim=0)
 tensor([0.5000, 0.5000])
 """
+import math as _math
+import warnings as _warnings
+
 import numpy as np
 
 from .. import _elementwise as _ew
+from .. import _indexing as _ix
 from .. import _ops
 from .. import _reductions as _red
+from .. import _shapes as _sh
 from .._linalg import matmul
 from .._rules import OP
-from .._tape import grad_mode
+from .._tape import grad_mode, note_value_use
 from .._tensor import Tensor, _leaf, _norm_dim
 
 # activations that are ops of their own
@@ -341,3 +351,975 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
     a = _t(input)
     n = _red.vector_norm(a, p, dim, True)
     return _ops.div(a, _ew.clamp(n, min=eps))
+
+
+# ---------------------------------------------------------------------------
+# More of torch.nn.functional, as composites of tape's differentiable ops.
+# ---------------------------------------------------------------------------
+__all__ += ['pad', 'one_hot', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'cosine_similarity',
+            'pairwise_distance', 'hardswish', 'hardsigmoid', 'mish', 'selu', 'celu', 'softsign',
+            'tanhshrink', 'threshold', 'glu', 'softmin', 'softshrink', 'hardshrink', 'prelu',
+            'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss',
+            'multilabel_soft_margin_loss', 'cosine_embedding_loss', 'poisson_nll_loss',
+            'gaussian_nll_loss', 'triplet_margin_loss', 'embedding', 'dropout1d', 'dropout2d',
+            'dropout3d', 'alpha_dropout', 'feature_alpha_dropout', 'layer_norm', 'rms_norm',
+            'batch_norm', 'instance_norm', 'group_norm']
+
+
+def _shape_of(a):
+    return tuple(np.shape(a._data))
+
+
+def _dt_of(a):
+    return np.asarray(a._data).dtype
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's ``_Reduction.legacy_get_string``: the deprecated flags win when given."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = 'mean' if size_average and reduce else 'sum' if reduce else 'none'
+    _warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                   f"reduction='{ret}' instead.", UserWarning, stacklevel=3)
+    return ret
+
+
+def _checked_reduction(size_average, reduce, reduction):
+    """The reduction a loss uses (the legacy flags mapped to it), checked."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    return reduction
+
+
+def _check_reduction(reduction, msg=' is not a valid value for reduction'):
+    if reduction not in ('none', 'mean', 'sum'):
+        raise ValueError(f'{reduction}{msg}')
+
+
+def _broadcast_pair(a, b, opname):
+    """Expand ``a`` and ``b`` to their common shape (PyTorch's broadcast_tensors)."""
+    sa, sb = _shape_of(a), _shape_of(b)
+    if sa == sb:
+        return a, b
+    try:
+        shape = np.broadcast_shapes(sa, sb)
+    except ValueError:
+        raise RuntimeError(_size_mismatch(sa, sb) + f' ({opname})') from None
+    return (a if sa == shape else _ops.expand(a, *shape),
+            b if sb == shape else _ops.expand(b, *shape))
+
+
+def _size_mismatch(sa, sb):
+    n = max(len(sa), len(sb))
+    pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    for i in range(n - 1, -1, -1):
+        if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
+            return (f'The size of tensor a ({pa[i]}) must match the size of tensor b ({pb[i]}) '
+                    f'at non-singleton dimension {i}')
+    return f'shapes {sa} and {sb} do not broadcast'
+
+
+def _target_size_warning(inp, tgt):
+    si, st = _shape_of(inp), _shape_of(tgt)
+    if si != st:
+        _warnings.warn(f'Using a target size ({st}) that is different to the input size ({si}). '
+                       'This will likely lead to incorrect results due to broadcasting. Please '
+                       'ensure they have the same size.', UserWarning, stacklevel=3)
+
+
+def _pass_through(t, value):
+    """``t`` shown as ``value`` (a same-shaped array) with ``t``'s gradient unchanged:
+    PyTorch's pattern of changing a clone in place under no_grad (clamp_min_ of
+    the norms in cosine_similarity, of the variance in gaussian_nll_loss)."""
+    note_value_use('clamp')                 # (whether and where it clamps is baked in)
+    shift = np.asarray(value, dtype=_dt_of(t)) - np.asarray(t._data)
+    if not shift.any():
+        return t
+    return _ops.add(t, _leaf(shift))
+
+
+def _maybe_inplace(a, fn, inplace, *args):
+    if inplace:
+        return _ops.inplace_apply(a, fn, *args)
+    return fn(a, *args)
+
+
+# -- padding and encoding ----------------------------------------------------
+
+_NONCONST_PAD = ('Supported combinations for non-constant padding:\n'
+                 '  - 2D or 3D input: padding size = 2 (pads last dimension)\n'
+                 '  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n'
+                 '  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)')
+
+
+def pad(input, pad, mode='constant', value=None):  # noqa: A002
+    """``torch.nn.functional.pad``: ``pad`` lists (before, after) pairs starting from the
+    last dimension.  ``constant`` pads any number of dimensions (negative sizes crop);
+    ``reflect``, ``replicate`` and ``circular`` pad the last 1-3 dimensions."""
+    a = _t(input)
+    shape = _shape_of(a)
+    nd = len(shape)
+    pad = [int(p) for p in pad]
+    if len(pad) % 2:
+        raise RuntimeError('Padding length must be divisible by 2')
+    k = len(pad) // 2
+    if k > nd:
+        raise RuntimeError(f'Padding length should be less than or equal to two times the input '
+                           f'dimension but got padding length {len(pad)} and input of dimension '
+                           f'{nd}')
+    if mode not in ('constant', 'reflect', 'replicate', 'circular'):
+        raise NotImplementedError(f'Unrecognised padding mode {mode}')
+    pairs = [(nd - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(k)]
+    if mode == 'constant':
+        fill = 0 if value is None else value
+        for dim, lo, hi in pairs:
+            n = a._data.shape[dim]
+            if n + lo + hi < 0:
+                raise RuntimeError(f'The input size {shape[dim]}, plus negative padding {lo} and '
+                                   f'{hi} resulted in a negative output size, which is invalid. '
+                                   f'Check dimension {dim} of your input.')
+            if lo < 0 or hi < 0:
+                start = max(-lo, 0)
+                length = n - start - max(-hi, 0)
+                if length < 0:
+                    raise RuntimeError('narrow(): length must be non-negative.')
+                a = _sh.narrow(a, dim, start, length)
+            parts = []
+            for size in (max(lo, 0), max(hi, 0)):
+                s = list(a._data.shape)
+                s[dim] = size
+                parts.append(_leaf(np.full(s, fill, _dt_of(a))) if size else None)
+            if parts[0] is not None or parts[1] is not None:
+                a = _sh.cat([p for p in (parts[0], a, parts[1]) if p is not None], dim)
+        return a
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    if not (k + 1 <= nd <= k + 2) or k > 3:
+        raise NotImplementedError(f'Padding size {len(pad)} is not supported for {nd}D input '
+                                  f'tensor.\n' + _NONCONST_PAD)
+    if any(s == 0 for s in (shape[1:] if nd == k + 2 else shape)):
+        raise RuntimeError(f'Expected {k + 1}D or {k + 2}D (batch mode) tensor with possibly 0 '
+                           f'batch size and other non-zero dimensions for input, but got: '
+                           f'{list(shape)}')
+    for dim, lo, hi in pairs:
+        n = shape[dim]
+        if mode == 'reflect':
+            if lo >= n or hi >= n:
+                raise RuntimeError(f'Argument #4: Padding size should be less than the '
+                                   f'corresponding input dimension, but got: padding ({lo}, '
+                                   f'{hi}) at dimension {dim} of input {list(shape)}')
+            if n + lo + hi < 1:
+                raise RuntimeError(f'input (W: {n}) is too small. Calculated output W: '
+                                   f'{n + lo + hi}')
+            pos = np.arange(-lo, n + hi)
+            pos = np.abs(pos)
+            pos = np.where(pos >= n, 2 * (n - 1) - pos, pos)
+        elif mode == 'replicate':
+            if n + lo + hi < 1:
+                raise RuntimeError(f'input (W: {n}) is too small. Calculated output W: '
+                                   f'{n + lo + hi}')
+            pos = np.clip(np.arange(-lo, n + hi), 0, n - 1)
+        else:
+            if lo > n or hi > n:
+                raise RuntimeError('Padding value causes wrapping around more than once.')
+            if n + lo + hi < 0:
+                raise RuntimeError('Negative padding value is resulting in an empty dimension.')
+            start = max(-lo, 0)
+            m = n - start - max(-hi, 0)             # crop first, then wrap the rest
+            if m <= 0:
+                pos = np.zeros(0, np.int64)
+            else:
+                pos = start + np.mod(np.arange(-max(lo, 0), m + max(hi, 0)), m)
+        a = _ix.index_select(a, dim, pos.astype(np.int64))
+    return a
+
+
+def one_hot(tensor, num_classes=-1):
+    """``torch.nn.functional.one_hot``: an int64 tensor of shape ``tensor.shape + (C,)``."""
+    d = np.asarray(tensor._data if isinstance(tensor, Tensor) else tensor)
+    if d.dtype != np.int64:
+        raise RuntimeError('one_hot is only applicable to index tensor of type LongTensor.')
+    num_classes = int(num_classes)
+    if d.size == 0:
+        if num_classes == -1:
+            raise RuntimeError('Can not infer total number of classes from empty tensor.')
+        return _leaf(np.zeros(d.shape + (num_classes,), np.int64))
+    if d.min() < 0:
+        raise RuntimeError('Class values must be non-negative.')
+    if num_classes == -1:
+        num_classes = int(d.max()) + 1
+    elif d.max() >= num_classes:
+        raise RuntimeError('Class values must be smaller than num_classes.')
+    return _leaf((d[..., None] == np.arange(num_classes)).astype(np.int64))
+
+
+# -- activations --------------------------------------------------------------
+
+def hardswish(input, inplace=False):  # noqa: A002
+    """``x * relu6(x + 3) / 6``."""
+    def hardswish(x):
+        return _ops.div(_ops.mul(x, _ew.hardtanh(_ops.add(x, 3.0), 0.0, 6.0)), 6.0)
+    return _maybe_inplace(_t(input), hardswish, inplace)
+
+
+def hardsigmoid(input, inplace=False):  # noqa: A002
+    """``relu6(x + 3) / 6``."""
+    def hardsigmoid(x):
+        return _ops.div(_ew.hardtanh(_ops.add(x, 3.0), 0.0, 6.0), 6.0)
+    return _maybe_inplace(_t(input), hardsigmoid, inplace)
+
+
+def mish(input, inplace=False):  # noqa: A002
+    """``x * tanh(softplus(x))``."""
+    def mish(x):
+        return _ops.mul(x, _ops.tanh(_ew.softplus(x)))
+    return _maybe_inplace(_t(input), mish, inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):  # noqa: A002
+    """``scale * elu(x, alpha)`` with SELU's fixed constants."""
+    def selu(x):
+        return _ops.mul(_ew.elu(x, _SELU_ALPHA), _SELU_SCALE)
+    return _maybe_inplace(_t(input), selu, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):  # noqa: A002
+    """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)`` (PyTorch's form, also
+    for a negative ``alpha``): ``relu(x) + alpha * expm1(min(x, 0) / alpha)``."""
+    if alpha == 0:
+        raise RuntimeError('ZeroDivisionError: alpha cannot be 0 for CELU')
+    alpha = float(alpha)
+
+    def celu(x):
+        neg = _ew.expm1(_ops.div(_ew.clamp(x, max=0.0), alpha))
+        return _ops.add(_ops.relu(x), _ops.mul(neg, alpha))
+    return _maybe_inplace(_t(input), celu, inplace)
+
+
+def softsign(input):  # noqa: A002
+    """``x / (1 + |x|)``."""
+    a = _t(input)
+    return _ops.div(a, _ops.add(_ops.abs_(a), 1.0))
+
+
+def tanhshrink(input):  # noqa: A002
+    """``x - tanh(x)``."""
+    a = _t(input)
+    return _ops.sub(a, _ops.tanh(a))
+
+
+def threshold(input, threshold, value, inplace=False):  # noqa: A002
+    """``x`` where ``x > threshold``, else ``value``."""
+    def threshold_(x):
+        return _ew.where(_ew.gt(x, threshold), x, _leaf(np.asarray(value, _dt_of(x))))
+    threshold_.__name__ = 'threshold'
+    return _maybe_inplace(_t(input), threshold_, inplace)
+
+
+def glu(input, dim=-1):  # noqa: A002
+    """``a * sigmoid(b)`` for the halves ``a, b`` of ``input`` along ``dim``."""
+    a = _t(input)
+    shape = _shape_of(a)
+    if not shape:
+        raise RuntimeError('glu does not support scalars because halving size must be even')
+    dim = _norm_dim(int(dim), len(shape), 'glu')
+    if shape[dim] % 2:
+        raise RuntimeError(f'Halving dimension must be even, but dimension {dim} is size '
+                           f'{shape[dim]}')
+    h = shape[dim] // 2
+    return _ops.mul(_sh.narrow(a, dim, 0, h), _ops.sigmoid(_sh.narrow(a, dim, h, h)))
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
+    """``softmax(-input)``."""
+    a = _t(input)
+    if dim is None:
+        _warnings.warn('Implicit dimension choice for softmin has been deprecated. Change the '
+                       'call to include dim=X as an argument.', UserWarning, stacklevel=2)
+    return softmax(_ops.neg(a), dim, dtype=dtype)
+
+
+def softshrink(input, lambd=0.5):  # noqa: A002
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise RuntimeError(f'lambda must be greater or equal to 0, but found to be {lambd}.')
+    a = _t(input)
+    return _ops.sub(a, _ew.clamp(a, -float(lambd), float(lambd)))
+
+
+def hardshrink(input, lambd=0.5):  # noqa: A002
+    """``x`` where ``|x| > lambd``, else 0."""
+    a = _t(input)
+    keep = _ew.logical_or(_ew.gt(a, lambd), _ew.lt(a, -lambd))
+    return _ew.where(keep, a, _leaf(np.zeros((), _dt_of(a))))
+
+
+def prelu(input, weight):  # noqa: A002
+    """``x`` where positive, else ``weight * x``; ``weight`` has 1 or C (dim 1) elements."""
+    a, w = _t(input), _t(weight, input)
+    shape, ws = _shape_of(a), _shape_of(w)
+    if len(ws) > 1:
+        raise RuntimeError(f'prelu: Expected `weight` to be a scalar or 1D tensor, but got: '
+                           f'ndim = {len(ws)}')
+    n = int(np.prod(ws, dtype=np.int64))
+    channels = shape[1] if len(shape) >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f'Mismatch of parameter numbers and input channel size. Found '
+                           f'parameter numbers = {n} and channel size = {channels}.')
+    if n == 1 or len(shape) < 2:
+        w = _ops.reshape(w, ()) if n == 1 else _ops.reshape(w, (n,))
+    else:
+        w = _ops.reshape(w, (n,) + (1,) * (len(shape) - 2))
+    return _ew.where(_ew.gt(a, 0), a, _ops.mul(w, a))
+
+
+# -- similarity and distance --------------------------------------------------
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps), dim)``, as PyTorch computes it:
+    each input divided by its own norm, the norms clamped at ``eps`` in value only."""
+    a, b = _t(x1), _t(x2, x1)
+    if _dt_of(a).kind not in 'fc' and _dt_of(b).kind not in 'fc':
+        raise RuntimeError(f'expected common dtype to be floating point, yet common dtype is '
+                           f'{np.result_type(_dt_of(a), _dt_of(b))}')
+    if _dt_of(a).kind not in 'fc':
+        a = _ops.to(a, np.float32 if _dt_of(b).kind not in 'fc' else _dt_of(b))
+    if _dt_of(b).kind not in 'fc':
+        b = _ops.to(b, _dt_of(a))
+    a, b = _broadcast_pair(a, b, 'cosine_similarity')
+    nd = len(_shape_of(a))
+    dim = _norm_dim(int(dim), max(nd, 1), 'cosine_similarity') if nd else None
+    na = _red.vector_norm(a, 2, dim, True)
+    nb = _red.vector_norm(b, 2, dim, True)
+    na = _pass_through(na, np.maximum(na._data, eps))
+    nb = _pass_through(nb, np.maximum(nb._data, eps))
+    return _ops.sum_(_ops.mul(_ops.div(a, na), _ops.div(b, nb)), dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``norm(x1 - x2 + eps, p)`` over the last dimension."""
+    a, b = _t(x1), _t(x2, x1)
+    diff = _ops.add(_ops.sub(a, b), float(eps))
+    nd = len(_shape_of(diff))
+    if nd == 0:
+        return _red.vector_norm(diff, p, None, False)
+    return _red.vector_norm(diff, p, nd - 1, keepdim)
+
+
+# -- losses ---------------------------------------------------------------------
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                   reduction='mean', beta=1.0):
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``)."""
+    inp, tgt = _t(input), _t(target, input)
+    _target_size_warning(inp, tgt)
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError('smooth_l1_loss does not support negative values for beta.')
+    inp, tgt = _broadcast_pair(inp, tgt, 'smooth_l1_loss')
+    ad = _ops.abs_(_ops.sub(inp, tgt))
+    if beta == 0:
+        return _reduce(ad, reduction, 'smooth_l1_loss')
+    return _reduce(_ops.div(_huber(ad, beta), float(beta)), reduction, 'smooth_l1_loss')
+
+
+def _huber(ad, delta):
+    """Huber's ``0.5 d^2`` below ``delta``, ``delta (|d| - 0.5 delta)`` above, from
+    ``|d|`` as ``m (|d| - 0.5 m)`` with ``m = min(|d|, delta)``: no comparison, so
+    tape.jit can replay it, and its gradient is ``sign(d) m``."""
+    m = _ew.clamp(ad, max=float(delta))
+    return _ops.mul(m, _ops.sub(ad, _ops.mul(m, 0.5)))
+
+
+def huber_loss(input, target, reduction='mean', delta=1.0, weight=None):  # noqa: A002
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+    inp, tgt = _t(input), _t(target, input)
+    _target_size_warning(inp, tgt)
+    if weight is not None and _shape_of(_t(weight, input)) != _shape_of(inp):
+        raise ValueError('Weights and input must have the same size.')
+    if weight is None:
+        _check_reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError('huber_loss does not support non-positive values for delta.')
+    inp, tgt = _broadcast_pair(inp, tgt, 'huber_loss')
+    loss = _huber(_ops.abs_(_ops.sub(inp, tgt)), delta)
+    if weight is not None:
+        loss = _ops.mul(loss, _t(weight, input))
+        if reduction not in ('none', 'mean', 'sum'):
+            raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', "
+                             "'mean', 'sum'.")
+    return _reduce(loss, reduction, 'huber_loss')
+
+
+def _xlogy_self(t):
+    """``t * log(t)``, 0 where ``t == 0`` (PyTorch's ``xlogy(t, t)``)."""
+    note_value_use('xlogy')
+    td = np.asarray(t._data)
+    pos = td > 0
+    if pos.all():
+        return _ops.mul(t, _ops.log(t))
+    safe = _ew.where(_leaf(pos), t, _leaf(np.ones((), td.dtype)))
+    val = _ops.mul(t, _ops.log(safe))
+    return _ew.where(_leaf(td == 0), _leaf(np.zeros((), td.dtype)), val)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction='mean',  # noqa: A002
+           log_target=False):
+    """Pointwise KL divergence ``target * (log(target) - input)`` (``input`` holds
+    log-probabilities; so does ``target`` when ``log_target``)."""
+    inp, tgt = _t(input), _t(target, input)
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+    else:
+        if reduction == 'mean':
+            _warnings.warn("reduction: 'mean' divides the total loss by both the batch size and "
+                           "the support size.'batchmean' divides only by the batch size, and "
+                           "aligns with the KL div math definition.'mean' will be changed to "
+                           "behave the same as 'batchmean' in the next major release.",
+                           UserWarning, stacklevel=2)
+        if reduction != 'batchmean':
+            _check_reduction(reduction)
+    if log_target:
+        loss = _ops.mul(_ops.exp(tgt), _ops.sub(tgt, inp))
+    else:
+        loss = _ops.sub(_xlogy_self(tgt), _ops.mul(tgt, inp))
+    if reduction == 'batchmean':
+        total = _ops.sum_(loss)
+        nd = len(_shape_of(inp))
+        return _ops.div(total, float(_shape_of(inp)[0])) if nd else total
+    return _reduce(loss, reduction, 'kl_div')
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None,  # noqa: A002
+                        reduce=None, reduction='mean'):
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    a, b, y = _t(input1), _t(input2, input1), _t(target, input1)
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    if not (len(_shape_of(a)) == len(_shape_of(b)) == len(_shape_of(y))):
+        raise RuntimeError(f'margin_ranking_loss : All input tensors should have same dimension '
+                           f'but got sizes: input1: {list(_shape_of(a))}, input2: '
+                           f'{list(_shape_of(b))}, target: {list(_shape_of(y))} ')
+    loss = _ew.clamp_min(_ops.add(_ops.mul(_ops.neg(y), _ops.sub(a, b)), float(margin)), 0.0)
+    return _reduce(loss, reduction, 'margin_ranking_loss')
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None,  # noqa: A002
+                         reduce=None, reduction='mean'):
+    """``x`` where ``target == 1``, ``max(0, margin - x)`` where ``target == -1``."""
+    x, y = _t(input), _t(target, input)
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    zero = _leaf(np.zeros((), _dt_of(x)))
+    note_value_use('hinge_embedding_loss')   # (the target's masks are baked in)
+    yd = np.asarray(y._data)
+    clamp = _ew.clamp_min(_ops.rsub(x, float(margin)), 0.0)
+    loss = _ops.add(_ew.where(_leaf(yd != 1), clamp, zero),
+                    _ew.where(_leaf(yd != -1), x, zero))
+    return _reduce(loss, reduction, 'hinge_embedding_loss')
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                     reduction='mean'):
+    """``log(1 + exp(-target * input))``."""
+    x, y = _t(input), _t(target, input)
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    with np.errstate(over='ignore'):
+        loss = _ew.log1p(_ops.exp(_ops.neg(_ops.mul(x, y))))
+    return _reduce(loss, reduction, 'soft_margin_loss')
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
+                                reduce=None, reduction='mean'):
+    """Mean over classes of ``-(t log sigmoid(x) + (1 - t) log sigmoid(-x))``."""
+    x, y = _t(input), _t(target, input)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = _ops.neg(_ops.add(_ops.mul(y, logsigmoid(x)),
+                             _ops.mul(_ops.rsub(y, 1.0), logsigmoid(_ops.neg(x)))))
+    if weight is not None:
+        loss = _ops.mul(loss, _t(weight, input))
+    cdim = len(_shape_of(x)) - 1
+    ncls = _shape_of(x)[cdim] if cdim >= 0 else 1
+    loss = _ops.div(_ops.sum_(loss, cdim if cdim >= 0 else None), float(ncls))
+    if reduction not in ('none', 'mean', 'sum'):
+        raise ValueError(reduction + ' is not valid')
+    return _reduce(loss, reduction, 'multilabel_soft_margin_loss')
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None,  # noqa: A002
+                          reduce=None, reduction='mean'):
+    """``1 - cos(x1, x2)`` where ``target == 1``, ``max(0, cos(x1, x2) - margin)`` where -1."""
+    a, b, y = _t(input1), _t(input2, input1), _t(target, input1)
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    td = len(_shape_of(y))
+    if td > 1:
+        raise RuntimeError(f'0D or 1D target tensor expected, multi-target not supported '
+                           f'(target of shape {list(_shape_of(y))})')
+    if td == 1 and not (len(_shape_of(a)) == 2 and len(_shape_of(b)) == 2):
+        raise RuntimeError(f'1D target tensor expects 2D input tensors, but found inputs with '
+                           f'sizes {list(_shape_of(a))} and {list(_shape_of(b))}.')
+    if td == 0 and not (len(_shape_of(a)) == 1 and len(_shape_of(b)) == 1):
+        raise RuntimeError(f'0D target tensor expects 1D input tensors, but found inputs with '
+                           f'sizes {list(_shape_of(a))} and {list(_shape_of(b))}.')
+    prod = _ops.sum_(_ops.mul(a, b), td)
+    m1 = _ops.add(_ops.sum_(_ops.mul(a, a), td), 1e-12)
+    m2 = _ops.add(_ops.sum_(_ops.mul(b, b), td), 1e-12)
+    cos = _ops.div(prod, _ops.sqrt(_ops.mul(m1, m2)))
+    zero = _leaf(np.zeros((), _dt_of(cos)))
+    note_value_use('cosine_embedding_loss')  # (the target's masks are baked in)
+    yd = np.asarray(y._data)
+    loss = _ops.add(_ew.where(_leaf(yd == 1), _ops.rsub(cos, 1.0), zero),
+                    _ew.where(_leaf(yd == -1), _ew.clamp_min(_ops.sub(cos, float(margin)), 0.0),
+                              zero))
+    return _reduce(loss, reduction, 'cosine_embedding_loss')
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None,  # noqa: A002
+                     eps=1e-8, reduce=None, reduction='mean'):
+    """``exp(input) - target * input`` (or ``input - target * log(input + eps)``), plus
+    Stirling's term where ``target > 1`` when ``full``."""
+    x, y = _t(input), _t(target, input)
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    with np.errstate(all='ignore'):
+        if log_input:
+            loss = _ops.sub(_ops.exp(x), _ops.mul(y, x))
+        else:
+            loss = _ops.sub(x, _ops.mul(y, _ops.log(_ops.add(x, float(eps)))))
+        if full:
+            note_value_use('poisson_nll_loss')
+            yd = np.asarray(y._data)
+            big = yd > 1
+            ys = _ew.where(_leaf(big), y, _leaf(np.full((), 2.0, yd.dtype)))
+            stirling = _ops.add(_ops.sub(_ops.mul(ys, _ops.log(ys)), ys),
+                                _ops.mul(_ops.log(_ops.mul(ys, 2 * _math.pi)), 0.5))
+            loss = _ops.add(loss, _ew.where(_leaf(big), stirling,
+                                            _leaf(np.zeros((), _dt_of(stirling)))))
+    return _reduce(loss, reduction, 'poisson_nll_loss')
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6,  # noqa: A002
+                      reduction='mean'):
+    """``0.5 (log(var) + (input - target)^2 / var)``, ``var`` clamped at ``eps`` in value."""
+    x, y = _t(input), _t(target, input)
+    if isinstance(var, (int, float)) and not isinstance(var, bool):
+        var = float(var)
+        if var < 0:
+            raise ValueError('var has negative entry/entries')
+        v = _leaf(np.full(_shape_of(x), var, _dt_of(x)))
+    else:
+        v = _t(var, input)
+        if (np.asarray(v._data) < 0).any():
+            raise ValueError('var has negative entry/entries')
+    si, sv = _shape_of(x), _shape_of(v)
+    if sv != si:
+        if si[:-1] == sv:
+            v = _sh.unsqueeze(v, -1)
+        elif len(si) == len(sv) and sum(b for a, b in zip(si, sv) if a != b) == 1:
+            pass
+        else:
+            raise ValueError('var is of incorrect size')
+    if reduction not in ('none', 'mean', 'sum'):
+        raise ValueError(reduction + ' is not valid')
+    v = _pass_through(v, np.maximum(v._data, eps))
+    d = _ops.sub(x, y)
+    loss = _ops.mul(_ops.add(_ops.log(v), _ops.div(_ops.mul(d, d), v)), 0.5)
+    if full:
+        loss = _ops.add(loss, 0.5 * _math.log(2 * _math.pi))
+    return _reduce(loss, reduction, 'gaussian_nll_loss')
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction='mean'):
+    """``max(0, margin + d(a, p) - d(a, n))`` with ``pairwise_distance``."""
+    a, po, ne = _t(anchor), _t(positive, anchor), _t(negative, anchor)
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f'margin must be greater than 0, got {margin}')
+    da, dp, dn = len(_shape_of(a)), len(_shape_of(po)), len(_shape_of(ne))
+    if not (da == dp == dn):
+        raise RuntimeError(f'The anchor, positive, and negative tensors are expected to have the '
+                           f'same number of dimensions, but got: anchor {da}D, positive {dp}D, '
+                           f'and negative {dn}D inputs')
+    d_pos = pairwise_distance(a, po, p, eps)
+    d_neg = pairwise_distance(a, ne, p, eps)
+    if swap:
+        d_neg = _ops.minimum(d_neg, pairwise_distance(po, ne, p, eps))
+    loss = _ew.clamp_min(_ops.sub(_ops.add(d_pos, float(margin)), d_neg), 0.0)
+    return _reduce(loss, reduction, 'triplet_margin_loss')
+
+
+# -- embedding ------------------------------------------------------------------
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` picked by the integer ``input``; the gradient goes to ``weight``
+    (none to the row ``padding_idx``).  ``max_norm`` renormalizes the picked rows of
+    ``weight`` in place first, as PyTorch does."""
+    note_value_use('embedding')         # (the indices are baked in)
+    idx = np.asarray(input._data if isinstance(input, Tensor) else input)
+    w = _t(weight)
+    if idx.dtype not in (np.int64, np.int32):
+        names = {np.dtype(np.float32): 'FloatTensor', np.dtype(np.float64): 'DoubleTensor'}
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got "
+                           f"{names.get(idx.dtype, str(idx.dtype))} instead (while checking "
+                           f"arguments for embedding)")
+    ws = _shape_of(w)
+    if len(ws) != 2:
+        raise RuntimeError(f"'weight' must be 2-D (got shape {list(ws)})")
+    num = ws[0]
+    if padding_idx is not None:
+        if padding_idx > 0:
+            assert padding_idx < num, 'Padding_idx must be within num_embeddings'
+        elif padding_idx < 0:
+            assert padding_idx >= -num, 'Padding_idx must be within num_embeddings'
+            padding_idx = num + padding_idx
+    if sparse:
+        raise NotImplementedError('embedding: sparse gradients are not supported by tape; use '
+                                  'sparse=False (the gradient is then dense)')
+    flat = idx.reshape(-1).astype(np.int64)
+    if flat.size and (flat.min() < 0 or flat.max() >= num):
+        raise IndexError('index out of range in self')
+    if max_norm is not None:
+        rows = np.unique(flat)
+        wd = np.asarray(w._data)
+        norms = np.linalg.norm(wd[rows].astype(np.float64), ord=norm_type, axis=1)
+        big = norms > max_norm
+        if big.any():
+            rows = rows[big]
+            scale = (max_norm / (norms[big] + 1e-7)).astype(wd.dtype)[:, None]
+            with _no_grad():
+                w[rows] = _leaf(wd[rows] * scale)
+    out = _ix.index_select(w, 0, flat)
+    out = _ops.reshape(out, idx.shape + (ws[1],))
+    if scale_grad_by_freq and flat.size:
+        counts = np.bincount(flat, minlength=num)[idx].astype(_dt_of(w))
+        det = _leaf(np.asarray(out._data))
+        out = _ops.add(det, _ops.mul(_ops.sub(out, det),
+                                     _leaf((1.0 / counts)[..., None].astype(_dt_of(w)))))
+    if padding_idx is not None and (idx == padding_idx).any():
+        out = _ew.where(_leaf((idx == padding_idx)[..., None]), _leaf(np.asarray(out._data)), out)
+    return out
+
+
+def _no_grad():
+    import tape
+    return tape.no_grad()
+
+
+# -- dropout variants -------------------------------------------------------------
+
+def _check_p(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f'dropout probability has to be between 0 and 1, but got {p}')
+
+
+def _feature_dropout(a, p, training, alpha, generator=None):
+    """PyTorch's ``_dropout_impl``: one Bernoulli keep draw per (N, C) feature map
+    (per element when ``a`` has under 2 dims), scaled by 1/(1-p); the alpha form
+    keeps SELU's mean and variance."""
+    d = np.asarray(a._data)
+    if not training or p == 0.0 or d.size == 0:
+        return a
+    if p == 1.0:
+        return _ops.mul(a, _leaf(np.zeros((), d.dtype)))
+    shape = d.shape[:2] + (1,) * (d.ndim - 2) if d.ndim >= 2 else d.shape
+    keep = (_rng_of(generator).random(shape) >= p).astype(d.dtype)
+    if not alpha:
+        return _ops.mul(a, _leaf((keep / (1.0 - p)).astype(d.dtype)))
+    al = 1.7580993408473766
+    aa = 1.0 / _math.sqrt((al * al * p + 1) * (1 - p))
+    b = ((keep - 1) * (al * aa) + al * aa * p).astype(d.dtype)
+    return _ops.add(_ops.mul(a, _leaf((keep * aa).astype(d.dtype))), _leaf(b))
+
+
+def _dropout_apply(a, fn, inplace):
+    if inplace:
+        return _ops.inplace_apply(a, fn)
+    return fn(a)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False, generator=None):  # noqa: A002
+    """Zero whole channels of (N, C, L) or (C, L) input with probability ``p``."""
+    _check_p(p)
+    a = _t(input)
+    nd = len(_shape_of(a))
+    if nd not in (2, 3):
+        raise RuntimeError(f'dropout1d: Expected 2D or 3D input, but received a {nd}D input. '
+                           'Note that dropout1d exists to provide channel-wise dropout on inputs '
+                           'with 1 spatial dimension, a channel dimension, and an optional batch '
+                           'dimension (i.e. 2D or 3D inputs).')
+
+    def dropout1d(x):
+        if nd == 2:
+            return _sh.squeeze(_feature_dropout(_sh.unsqueeze(x, 0), p, training, False,
+                                                generator), 0)
+        return _feature_dropout(x, p, training, False, generator)
+    return _dropout_apply(a, dropout1d, inplace)
+
+
+def _warn_dims(name, nd, spatial):
+    """PyTorch's warning for a channel dropout given an input of another rank."""
+    _warnings.warn(f'{name}: Received a {nd}-D input to {name}, which is deprecated and will '
+                   'result in an error in a future release. To retain the behavior and silence '
+                   f'this warning, please use dropout instead. Note that {name} exists to '
+                   f'provide channel-wise dropout on inputs with {spatial} spatial dimensions, '
+                   'a channel dimension, and an optional batch dimension (i.e. '
+                   f'{spatial + 1}D or {spatial + 2}D inputs).', UserWarning, stacklevel=3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False, generator=None):  # noqa: A002
+    """Zero whole channels of (N, C, H, W) input with probability ``p``; a 3-D input is
+    taken as (N, C, L), as PyTorch still does (with its warning)."""
+    _check_p(p)
+    a = _t(input)
+    nd = len(_shape_of(a))
+    if nd not in (3, 4):
+        _warn_dims('dropout2d', nd, 2)
+    if nd == 3:
+        _warnings.warn('dropout2d: Received a 3D input to dropout2d and assuming that '
+                       'channel-wise 1D dropout behavior is desired - input is interpreted as '
+                       'shape (N, C, L), where C is the channel dim. This behavior will change in '
+                       'a future release to interpret the input as one without a batch '
+                       'dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout '
+                       'behavior, please switch to using dropout1d instead.', UserWarning,
+                       stacklevel=2)
+
+    def dropout2d(x):
+        return _feature_dropout(x, p, training, False, generator)
+    return _dropout_apply(a, dropout2d, inplace)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False, generator=None):  # noqa: A002
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) input with probability ``p``."""
+    _check_p(p)
+    a = _t(input)
+    nd = len(_shape_of(a))
+    if nd not in (4, 5):
+        _warn_dims('dropout3d', nd, 3)
+
+    def dropout3d(x):
+        if nd != 5:
+            return _sh.squeeze(_feature_dropout(_sh.unsqueeze(x, 0), p, training, False,
+                                                generator), 0)
+        return _feature_dropout(x, p, training, False, generator)
+    return _dropout_apply(a, dropout3d, inplace)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False, generator=None):  # noqa: A002
+    """Dropout that keeps SELU's self-normalizing mean and variance (per element)."""
+    _check_p(p)
+    a = _t(input)
+
+    def alpha_dropout(x):
+        d = np.asarray(x._data)
+        if not training or p == 0.0 or d.size == 0:
+            return x
+        if p == 1.0:
+            return _ops.mul(x, _leaf(np.zeros((), d.dtype)))
+        flat = _ops.reshape(x, (-1,))                 # one draw per element
+        return _ops.reshape(_feature_dropout(flat, p, training, True, generator), d.shape)
+    return _dropout_apply(a, alpha_dropout, inplace)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False,  # noqa: A002
+                          generator=None):
+    """``alpha_dropout`` with one draw per (N, C) feature map."""
+    _check_p(p)
+    a = _t(input)
+
+    def feature_alpha_dropout(x):
+        return _feature_dropout(x, p, training, True, generator)
+    return _dropout_apply(a, feature_alpha_dropout, inplace)
+
+
+# -- normalization ------------------------------------------------------------------
+
+def _norm_shape(normalized_shape):
+    if isinstance(normalized_shape, (int, np.integer)):
+        return (int(normalized_shape),)
+    return tuple(int(s) for s in normalized_shape)
+
+
+def _normalize_over(a, dims, eps):
+    """``(a - mean) / sqrt(var + eps)`` over ``dims`` (biased variance)."""
+    mean = _ops.mean(a, dims, True)
+    c = _ops.sub(a, mean)
+    var = _ops.mean(_ops.mul(c, c), dims, True)
+    return _ops.div(c, _ops.sqrt(_ops.add(var, float(eps))))
+
+
+def _affine(out, weight, bias, shape, like):
+    if weight is not None:
+        out = _ops.mul(out, _ops.reshape(_t(weight, like), shape))
+    if bias is not None:
+        out = _ops.add(out, _ops.reshape(_t(bias, like), shape))
+    return out
+
+
+def _trailing(a, normalized_shape, star):
+    """(normalized shape, a's shape, the trailing dims it names); PyTorch's error
+    (whose text differs between layer_norm and rms_norm by ``star``) otherwise."""
+    ns = _norm_shape(normalized_shape)
+    shape = _shape_of(a)
+    k = len(ns)
+    if k == 0 or len(shape) < k or shape[len(shape) - k:] != ns:
+        raise RuntimeError(f'Given normalized_shape={list(ns)}, expected input with shape '
+                           f'[{star}{", ".join(map(str, ns))}], but got input of size'
+                           f'{list(shape)}')
+    return ns, shape, tuple(range(len(shape) - k, len(shape)))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift."""
+    a = _t(input)
+    ns, shape, dims = _trailing(a, normalized_shape, '*, ')
+    for name, p in (('weight', weight), ('bias', bias)):
+        if p is not None and _shape_of(_t(p, input)) != ns:
+            raise RuntimeError(f'Expected {name} to be of same shape as normalized_shape, but got '
+                               f'{name} of shape {list(_shape_of(_t(p, input)))} and '
+                               f'normalized_shape = {list(ns)}')
+    return _affine(_normalize_over(a, dims, eps), weight, bias, ns, a)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last ``len(normalized_shape)`` dims;
+    ``eps`` defaults to the dtype's machine epsilon."""
+    a = _t(input)
+    ns, shape, dims = _trailing(a, normalized_shape, '*')
+    if eps is None:
+        eps = float(np.finfo(_dt_of(a)).eps)
+    ms = _ops.mean(_ops.mul(a, a), dims, True)
+    out = _ops.div(a, _ops.sqrt(_ops.add(ms, float(eps))))
+    return _affine(out, weight, None, ns, a)
+
+
+def _channel_shape(shape):
+    return (1, shape[1]) + (1,) * (len(shape) - 2)
+
+
+def _check_channels(t, n, name, like):
+    if t is not None:
+        size = int(np.prod(_shape_of(_t(t, like)), dtype=np.int64))
+        if size != n:
+            raise RuntimeError(f'{name} should contain {n} elements not {size}')
+
+
+def _update_running(running, stat, momentum):
+    """``running = (1 - momentum) running + momentum stat``, in place, unrecorded."""
+    if running is None:
+        return
+    if not isinstance(running, Tensor):
+        raise TypeError('running statistics must be tensors')
+    rd = np.asarray(running._data)
+    new = (1.0 - momentum) * rd + momentum * np.asarray(stat).reshape(rd.shape)
+    with _no_grad():
+        running.copy_(_leaf(new.astype(rd.dtype)))
+
+
+def _channels_of(a):
+    """(shape, channels) of a normalization input: dim 1 must exist, as in PyTorch."""
+    shape = _shape_of(a)
+    if len(shape) < 2:
+        raise IndexError(f'Dimension out of range (expected to be in range of '
+                         f'[{-max(len(shape), 1)}, {max(len(shape), 1) - 1}], but got 1)')
+    return shape, shape[1]
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
+               training=False, momentum=0.1, eps=1e-5):
+    """Normalize each channel (dim 1) by its batch statistics (``training``, which also
+    updates ``running_mean``/``running_var`` in place, the variance unbiased) or by
+    the running statistics (eval)."""
+    a = _t(input)
+    shape, c = _channels_of(a)
+    if training:
+        n = shape[0] * int(np.prod(shape[2:], dtype=np.int64))
+        if n == 1:
+            raise ValueError(f'Expected more than 1 value per channel when training, got input '
+                             f'size {_torch_size(shape)}')
+    elif running_mean is None:
+        raise RuntimeError('running_mean must be defined in evaluation mode')
+    elif running_var is None:
+        raise RuntimeError('running_var must be defined in evaluation mode')
+    _check_channels(running_mean, c, 'running_mean', a)
+    _check_channels(running_var, c, 'running_var', a)
+    _check_channels(weight, c, 'weight', a)
+    _check_channels(bias, c, 'bias', a)
+    cs = _channel_shape(shape)
+    if training:
+        dims = (0,) + tuple(range(2, len(shape)))
+        mean = _ops.mean(a, dims, True)
+        cen = _ops.sub(a, mean)
+        var = _ops.mean(_ops.mul(cen, cen), dims, True)
+        out = _ops.div(cen, _ops.sqrt(_ops.add(var, float(eps))))
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, mean._data, momentum)
+            _update_running(running_var, np.asarray(var._data) * (n / (n - 1)), momentum)
+    else:
+        rm = _ops.reshape(_t(running_mean, a), cs)
+        rv = _ops.reshape(_t(running_var, a), cs)
+        out = _ops.div(_ops.sub(a, rm), _ops.sqrt(_ops.add(rv, float(eps))))
+    return _affine(out, weight, bias, cs, a)
+
+
+def _torch_size(shape):
+    return f'torch.Size({list(shape)})'
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None,  # noqa: A002
+                  bias=None, use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each (sample, channel) over its spatial dimensions; the running statistics,
+    if given, are updated with the batch average of the per-instance ones."""
+    a = _t(input)
+    shape, c = _channels_of(a)
+    if use_input_stats and int(np.prod(shape[2:], dtype=np.int64)) == 1:
+        raise ValueError(f'Expected more than 1 spatial element when training, got input size '
+                         f'{_torch_size(shape)}')
+    _check_channels(running_mean, c, 'running_mean', a)
+    _check_channels(running_var, c, 'running_var', a)
+    _check_channels(weight, c, 'weight', a)
+    _check_channels(bias, c, 'bias', a)
+    cs = _channel_shape(shape)
+    if use_input_stats:
+        dims = tuple(range(2, len(shape)))
+        n = int(np.prod(shape[2:], dtype=np.int64))
+        mean = _ops.mean(a, dims, True)
+        cen = _ops.sub(a, mean)
+        var = _ops.mean(_ops.mul(cen, cen), dims, True)
+        out = _ops.div(cen, _ops.sqrt(_ops.add(var, float(eps))))
+        with np.errstate(all='ignore'):
+            _update_running(running_mean, np.asarray(mean._data).mean(0), momentum)
+            _update_running(running_var, (np.asarray(var._data) * (n / (n - 1))).mean(0),
+                            momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError('Expected running_mean and running_var to be defined when '
+                               'use_input_stats is false')
+        rm = _ops.reshape(_t(running_mean, a), cs)
+        rv = _ops.reshape(_t(running_var, a), cs)
+        out = _ops.div(_ops.sub(a, rm), _ops.sqrt(_ops.add(rv, float(eps))))
+    return _affine(out, weight, bias, cs, a)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """Normalize each sample over groups of ``C / num_groups`` channels, then apply the
+    per-channel affine."""
+    a = _t(input)
+    shape = _shape_of(a)
+    if len(shape) < 2:
+        raise RuntimeError(f'Expected at least 2 dimensions for input tensor but received '
+                           f'{len(shape)}')
+    c = shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise RuntimeError(f'Expected number of channels in input to be divisible by num_groups, '
+                           f'but got input of shape {list(shape)} and num_groups={num_groups}')
+    _check_channels(weight, c, 'weight', a)
+    _check_channels(bias, c, 'bias', a)
+    g = _ops.reshape(a, (shape[0], num_groups, -1))
+    out = _ops.reshape(_normalize_over(g, (2,), eps), shape)
+    return _affine(out, weight, bias, _channel_shape(shape), a)
