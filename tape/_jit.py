@@ -57,7 +57,14 @@ _log = logging.getLogger('tape')
 # Tensor methods that hand a value to Python (control flow on it would be baked
 # into the trace) or a tensor outside the graph (its values would be baked in)
 _READS = ('item', 'tolist', 'numpy', '__array__', '__bool__', '__float__', '__int__',
-          '__index__', 'detach', 'data')
+          '__index__', 'detach', 'data', 'grad')
+# Tensor methods with effects a replay would not repeat (changing a tensor in
+# place, registering hooks, sweeping, flipping requires_grad): a trace stops
+# before running one (_Refuse) and the call runs eagerly, once
+_EFFECTS = ('add_', 'sub_', 'mul_', 'div_', '__iadd__', '__isub__', '__imul__', '__itruediv__',
+            '__ipow__', 'clamp_', 'clip_', 'copy_', 'detach_', 'fill_', 'masked_fill_',
+            'scatter_', 'scatter_add_', 'zero_', '__setitem__', 'requires_grad_',
+            'register_hook', 'retain_grad', 'register_post_accumulate_grad_hook', 'backward')
 
 
 def jit(fn=None):
@@ -72,8 +79,26 @@ def jit(fn=None):
     return wrapper
 
 
+class _Refuse(BaseException):
+    """Raised inside a trace before an effect a replay would not repeat (a
+    BaseException, so that the traced function's ``except Exception`` does not
+    swallow it)."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _refuse(reason):
+    """Stop this thread's trace (when it traces) with ``reason``."""
+    uses = grad_mode.value_uses
+    if uses is not None:
+        uses.append(reason)     # (noted too, should the function catch BaseException)
+        raise _Refuse(reason)
+
+
 class _Fallback:
-    __slots__ = ('reason', 'objects')
+    __slots__ = ('reason', 'objects', 'checks')
     consts = params = ()
 
     def valid(self, args):
@@ -109,8 +134,7 @@ class _Jit:
             return self.fn(*args, **kwargs)
         plan = self.plans.get(sig)
         retrace = False
-        if plan is not None and (plan.consts or plan.objects or plan.params) \
-                and not plan.valid(args):
+        if plan is not None and plan.checks and not plan.valid(args):
             plan = None                     # a baked-in constant changed: trace again
             retrace = True
         traced = plan is None
@@ -123,6 +147,7 @@ class _Jit:
                       f'; runs eagerly: {plan.reason}' if isinstance(plan, _Fallback) else '')
             plan.objects = tuple((i, weakref.ref(a)) for i, a in enumerate(args)
                                  if type(a) is not Tensor and not _is_static(a))
+            plan.checks = bool(plan.objects) or (not isinstance(plan, _Fallback) and plan.checks)
         if isinstance(plan, _Fallback):
             self.counts['eager'] += 1
             return self.fn(*args, **kwargs)
@@ -133,6 +158,14 @@ class _Jit:
 
 def _is_static(a):
     return a is None or type(a) in (int, float, bool, str)
+
+
+def _static_key(a):
+    """What a static value is keyed by: its type and value, with the sign of a
+    float zero (x * -0.0 is not x * 0.0) and NaN as one key (NaN != NaN)."""
+    if type(a) is float and (a == 0.0 or a != a):
+        return (float, 'nan' if a != a else str(a))
+    return (type(a), a)
 
 
 def _signature(args, kwargs):
@@ -146,7 +179,8 @@ def _signature(args, kwargs):
                 return None                 # a non-leaf (part of a graph) or not float
             key.append((d.shape, d.dtype, a._rg))
         elif _is_static(a):
-            key.append((type(a), a))
+            key.append((type(a), a) if type(a) is not float or (a != 0.0 and a == a)
+                       else _static_key(a))
         else:
             # another object (a module's ``self``, say): by identity, checked
             # through a weak reference (see _Jit.__call__), never kept alive
@@ -197,14 +231,27 @@ class _Plan:
     as eager records them, so the sweep spends nothing on them."""
     __slots__ = ('R', 'Rb', 'Rbytes', 'Vt', 'A', 'n', 'gpos', 'fills', 'deliver', 'outputs',
                  'structure', 'boxes', 'consts', 'unreached', 'objects', 'replay', 'params',
+                 'watch', 'statics', 'checks', 'order',
                  'params_now', 'fn')
 
     def valid(self, args):
         """Still the same objects among the arguments, the same parameters where
         the function finds them, and the same versions of baked-in constants."""
-        return all(ref() is args[i] for i, ref in self.objects) and \
-            (not self.params or self.params_now(self.fn, args) == self.params) and \
-            all(box[0] == version for box, version in self.consts)
+        for i, ref in self.objects:
+            if ref() is not args[i]:
+                return False
+        if self.params and self.params_now(self.fn, args) != self.params:
+            return False
+        for box, version in self.consts:
+            if box[0] != version:
+                return False
+        for t, a, b in self.watch:
+            if b is False:                      # a constant: same array, no grad
+                if t._data is not a or t._rg:
+                    return False
+            elif not t._rg or t._data.shape != a or t._data.dtype != b:
+                return False                    # a parameter
+        return self.statics is None or self.statics(self.fn, args)
 
     def run(self, args):
         # every slot is written before it is read: the arguments' by the fills
@@ -263,6 +310,8 @@ class _Plan:
             outs.append(t)
         if self.structure is None:
             return outs[0]
+        if self.order is not None:
+            outs = [outs[i] for i in self.order]
         return self.structure(outs)
 
 
@@ -319,20 +368,114 @@ _watch_lock = threading.Lock()
 
 def _watch_reads(step):
     """While any thread traces, Tensor's value-reading methods note their use
-    (to that thread's trace only: note_value_use is per thread).  Counted, so
-    that traces in several threads, or nested, install and restore once."""
+    and its effectful methods (and no_grad, backward, random generators) stop
+    the trace (to that thread's trace only: note_value_use and _refuse look at
+    the thread's grad_mode).  Counted, so that traces in several threads, or
+    nested, install and restore once."""
     with _watch_lock:
         depth = _watch['depth']
         if step > 0 and depth == 0:
-            saved = {name: Tensor.__dict__[name] for name in _READS if name in Tensor.__dict__}
+            saved = []
+            for name in _READS + _EFFECTS:
+                if name in Tensor.__dict__:
+                    real = Tensor.__dict__[name]
+                    saved.append((Tensor, name, real))
+                    setattr(Tensor, name, _reader(name, real) if name in _READS
+                            else _effect(name, real))
+            rg = Tensor.__dict__['requires_grad']
+            saved.append((Tensor, 'requires_grad', rg))
+            setattr(Tensor, 'requires_grad', property(
+                lambda self: _proxy_rg(self, rg.fget(self)),
+                lambda self, flag: _refuse('the trace changed requires_grad') or
+                rg.fset(self, flag), None, rg.__doc__))
+            for mod, name, why in _module_watch():
+                real = getattr(mod, name, None)
+                saved.append((mod, name, real))
+                setattr(mod, name, why(real))
             _watch['saved'] = saved
-            for name, real in saved.items():
-                setattr(Tensor, name, _reader(name, real))
         elif step < 0 and depth == 1:
-            for name, real in _watch['saved'].items():
-                setattr(Tensor, name, real)
+            for owner, name, real in reversed(_watch['saved']):
+                if real is None:
+                    delattr(owner, name)        # (a property put on a class)
+                else:
+                    setattr(owner, name, real)
             _watch['saved'] = None
         _watch['depth'] = depth + step
+
+
+def _proxy_rg(t, rg):
+    """``requires_grad`` as the traced function sees it: a stand-in leaf (which
+    requires grad so that it gets a slot) answers for the argument it stands for."""
+    if rg and t._tape is None:
+        real = _tracing.proxies.get(id(t)) if getattr(_tracing, 'proxies', None) else None
+        if real is not None:
+            return real._rg
+    return rg
+
+
+_tracing = threading.local()        # .proxies: {id(stand-in): argument} while tracing
+
+
+def _module_watch():
+    """(module or class, attribute, wrap) for the functions outside Tensor that a
+    trace must not run: turning grad mode off (what runs then is baked in),
+    sweeping into ``.grad`` or out of the graph, drawing from a generator
+    object (the global one is checked by its state)."""
+    import tape as _t
+    from tape import _grad_mode, autograd
+    from tape.nn import functional
+
+    def no_grad(real):
+        def set_grad_mode(flag):
+            if not flag and grad_mode.enabled:
+                _refuse('the trace turned grad mode off (no_grad, set_grad_enabled(False), '
+                        'inference_mode): what it computed there would be baked in')
+            return real(flag)
+        return set_grad_mode
+
+    def sweep(what):
+        def wrap(real):
+            def run(*a, **k):
+                _refuse(f'the trace ran {what}')
+                return real(*a, **k)
+            return run
+        return wrap
+
+    def rng_of(real):
+        def get(generator):
+            if generator is not None and not isinstance(generator, (int, np.integer)):
+                _refuse('the trace drew random numbers (from a generator object)')
+            return real(generator)
+        return get
+
+    def generator(real):        # tape.Generator: its numbers come from ._rng
+        return property(lambda self: _refuse('the trace drew random numbers (from a '
+                                             'tape.Generator)') or self.__dict__['_rng'],
+                        lambda self, v: self.__dict__.__setitem__('_rng', v))
+    out = [(_grad_mode, 'set_grad_mode', no_grad), (autograd, 'run', sweep('a backward sweep')),
+           (autograd, 'backward', sweep('backward()')),
+           (_t, '_run_scalar', sweep('backward()')), (functional, '_rng_of', rng_of)]
+    if isinstance(getattr(_t, 'Generator', None), type):
+        out.append((_t.Generator, '_rng', generator))
+    return [(m, n, w) for m, n, w in out if n == '_rng' or hasattr(m, n)]
+
+
+def _effect(name, real):
+    """``real`` (a Tensor method or property) stopping this thread's trace, if it traces."""
+    why = ('the trace changed a tensor in place' if name not in (
+        'register_hook', 'retain_grad', 'register_post_accumulate_grad_hook', 'backward',
+        'requires_grad_') else 'the trace ran backward()' if name == 'backward'
+        else 'the trace registered a hook or changed requires_grad')
+    if isinstance(real, property):
+        return property(real.fget, None if real.fset is None else
+                        lambda self, v: _refuse(f'{why} ({name} set)') or real.fset(self, v),
+                        real.fdel, real.__doc__)
+
+    def effect(self, *a, **k):
+        _refuse(f'{why} ({name})')
+        return real(self, *a, **k)
+    effect.__name__ = name
+    return effect
 
 
 _SEARCH_DEPTH = 4          # attribute / item steps from a root
@@ -356,13 +499,16 @@ def _roots(fn, args):
             yield ('arg', i), a
 
 
-def _paths_to(fn, args, wanted):
+def _paths_to(fn, args, wanted, boxes=frozenset()):
     """{id(tensor): (root, steps)} for the tensors in ``wanted`` (ids), found
-    breadth first through object attributes, list/tuple items and dict values."""
+    breadth first through object attributes, list/tuple items and dict values;
+    and {id(box): (tensor, (root, steps))} for the first tensor found with each
+    version counter in ``boxes`` (closed-over constants)."""
     import types
     skip = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
             types.MethodType, np.ndarray)
     found = {}
+    by_box = {}
     seen = set()
     frontier = [((root, ()), value) for root, value in _roots(fn, args)]
     looked = 0
@@ -370,14 +516,19 @@ def _paths_to(fn, args, wanted):
         nxt = []
         for (root, steps), value in frontier:
             looked += 1
-            if looked > _SEARCH_LIMIT or len(found) == len(wanted):
-                return found
+            if looked > _SEARCH_LIMIT or (len(found) == len(wanted)
+                                          and len(by_box) == len(boxes)):
+                return found, by_box
             if id(value) in seen:
                 continue
             seen.add(id(value))
             if type(value) is Tensor:
                 if id(value) in wanted and id(value) not in found:
                     found[id(value)] = (root, steps)
+                box = value._vbox
+                if box is not None and id(box) in boxes and id(box) not in by_box \
+                        and id(value) not in wanted:
+                    by_box[id(box)] = (value, (root, steps))
                 continue
             if depth == _SEARCH_DEPTH or isinstance(value, skip):
                 continue
@@ -391,7 +542,50 @@ def _paths_to(fn, args, wanted):
                 if type(d) is dict:
                     nxt += [((root, steps + (('attr', k),)), v) for k, v in d.items()]
         frontier = nxt
-    return found
+    return found, by_box
+
+
+def _statics(fn, args):
+    """(where, key) for the Python numbers, strings and None that ``fn`` reads
+    from its closure and globals, and that its object arguments hold as
+    attributes (a module's ``training`` flag, say): baked into a trace, so a
+    change traces again, as a changed argument of these types does."""
+    out = []
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if _is_static(v):
+            out.append((f'fn.__closure__[{i}].cell_contents', _static_key(v)))
+    g = fn.__globals__
+    for name in fn.__code__.co_names:
+        v = g.get(name, _lookup)
+        if v is not _lookup and _is_static(v):
+            out.append((f'fn.__globals__.get({name!r})', _static_key(v)))
+    for i, a in enumerate(args):
+        d = getattr(a, '__dict__', None) if type(a) is not Tensor and not _is_static(a) else None
+        if type(d) is dict:
+            out += [(f'args[{i}].__dict__.get({k!r})', _static_key(v))
+                    for k, v in list(d.items())[:_STATIC_ATTRS] if _is_static(v)]
+    return tuple(out)
+
+
+_STATIC_ATTRS = 32          # attributes of an object argument looked at, at most
+
+
+def _statics_now(statics):
+    """One function ``(fn, args) -> bool``: whether what _statics found is as it
+    was (one expression, as in _lookup)."""
+    get = eval('lambda fn, args, key: (' + ''.join(f'key({e}), ' for e, _ in statics) + ')')  # noqa: S307
+    want = tuple(v for _, v in statics)
+
+    def same(fn, args):
+        try:
+            return get(fn, args, _static_key) == want
+        except (LookupError, ValueError, AttributeError, TypeError):
+            return False
+    return same
 
 
 def _lookup(paths):
@@ -422,7 +616,8 @@ def _reader(name, real):
         def get(self):
             note_value_use(name)
             return real.fget(self)
-        return property(get, real.fset, real.fdel, real.__doc__)
+        return property(get, None if real.fset is None else lambda self, v: _refuse(
+            f'the trace set .{name} of a tensor') or real.fset(self, v), real.fdel, real.__doc__)
 
     def read(self, *a, **k):
         note_value_use(name)
@@ -432,9 +627,27 @@ def _reader(name, real):
 
 def _trace(fn, args, kwargs):
     """Run ``fn`` once on stand-in leaves and turn its tape into a _Plan (or a
-    _Fallback saying why it cannot be replayed)."""
+    _Fallback saying why it cannot be replayed).  A trace that falls back puts
+    the global random generator back as it found it: the eager call that
+    follows must draw the numbers an undecorated call would."""
+    from . import _rng
+    gen = _rng[0]
+    state = gen.bit_generator.state
+    outer = getattr(_tracing, 'proxies', None)
+    try:
+        plan = _trace_once(fn, args, kwargs, gen, state)
+    finally:
+        _tracing.proxies = outer
+    if isinstance(plan, _Fallback):
+        _rng[0] = gen
+        gen.bit_generator.state = state
+    return plan
+
+
+def _trace_once(fn, args, kwargs, gen, rng_state):
     from compiler.replaygen import replayable
     from . import _rng
+    from ._tape import inplace_epoch
     proxies = {}
     targs = list(args)
     for i, a in enumerate(args):
@@ -453,8 +666,9 @@ def _trace(fn, args, kwargs):
             return _Fallback('a tensor passed by keyword')
     versions = [a._vbox[0] if type(a) is Tensor and a._vbox is not None else 0 for a in args]
     reads = []
-
-    rng_state = _rng[0].bit_generator.state
+    _tracing.proxies = {id(p): args[i] for p, i in zip(targs, range(len(args)))
+                        if id(p) in proxies}
+    epoch = inplace_epoch[0]
     open_before = grad_mode.open_tape
     serial = Tape().serial          # tapes made during the call have a larger serial
     grad_mode.open_tape = None      # the call's graph starts a tape of its own
@@ -463,6 +677,8 @@ def _trace(fn, args, kwargs):
     _watch_reads(+1)
     try:
         result = fn(*targs, **tkwargs)
+    except _Refuse as e:
+        return _Fallback(e.reason)
     except Exception as e:  # noqa: BLE001  (the eager call that follows raises it for real)
         return _Fallback(f'the trace raised {type(e).__name__}: {e}')
     finally:
@@ -471,11 +687,16 @@ def _trace(fn, args, kwargs):
         grad_mode.value_uses = outer_uses
     if reads:
         what = reads[0]
+        if ' ' in what:                 # a reason given by _refuse
+            return _Fallback(what)
         return _Fallback('the trace used detach() or .data' if what in ('detach', 'data') else
                          f'the trace read a tensor value into Python ({what})'
                          if what in _READS else f'the result depends on tensor values ({what})')
-    if _rng[0].bit_generator.state != rng_state:
+    if _rng[0] is not gen or gen.bit_generator.state != rng_state:
         return _Fallback('the trace drew random numbers')
+    if inplace_epoch[0] != epoch:
+        # (an in-place change the Tensor methods watched above did not see)
+        return _Fallback('a tensor changed in place during the trace')
     for i, a in enumerate(args):
         if type(a) is Tensor and a._vbox is not None and a._vbox[0] != versions[i]:
             return _Fallback(f'the trace changed argument {i} in place')
@@ -546,7 +767,8 @@ def _trace(fn, args, kwargs):
             unreached += 1
     # where the function finds each parameter it closes over, checked at every
     # call: a name rebound to another tensor (a loaded state, say) traces again
-    paths = _paths_to(fn, args, {id(t) for t in params})
+    const_boxes = {id(box) for box, _, _ in tape.boxes}
+    paths, by_box = _paths_to(fn, args, {id(t) for t in params}, const_boxes)
     if len(paths) < len(params):
         return _Fallback('a tensor the function closes over is out of reach of its '
                          'closure, globals and argument objects')
@@ -570,8 +792,34 @@ def _trace(fn, args, kwargs):
             plan.boxes.append((leaf_boxes[id(box)], k))
         else:
             plan.consts.append((box, version))     # a closed-over constant, baked in
+    # closed-over constants the function reaches: rebound to another tensor,
+    # given new .data or made to require grad, they trace again; parameters
+    # that stop requiring grad or get .data of another shape or dtype, too
+    consts = []
+    for box, _ in plan.consts:
+        hit = by_box.get(id(box))
+        if hit is not None and all(hit[0] is not t for t, _ in consts):
+            consts.append(hit)
+    if consts:
+        plan.params += tuple(id(t) for t, _ in consts)
+        plan.params_now = _lookup([paths[id(t)] for t in params] + [p for _, p in consts])
+    plan.watch = tuple((t, t._data, False) for t, _ in consts) + \
+        tuple((t, t._data.shape, t._data.dtype) for t in params)
+    statics = _statics(fn, args)
+    plan.statics = _statics_now(statics) if statics else None
+    plan.checks = bool(plan.params or plan.consts or plan.statics)
+    # the same tensor returned twice is one tensor twice, as eager returns it
+    unique = []
+    order = []
+    for o in outs:
+        i = next((j for j, u in enumerate(unique) if u is o), None)
+        if i is None:
+            i = len(unique)
+            unique.append(o)
+        order.append(i)
+    plan.order = tuple(order) if len(unique) < len(outs) else None
     plan.outputs = [(o._goff, o._rec, o._data.shape, o._data.size, o._data.dtype,
-                     o._goff in needs) for o in outs]
+                     o._goff in needs) for o in unique]
     plan.structure = structure
     return plan
 
