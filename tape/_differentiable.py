@@ -36,9 +36,24 @@ def _data(x):
     return x._data if isinstance(x, Tensor) else np.asarray(x)
 
 
+def _mask_of(args, values):
+    """``values`` (a mask or a piecewise constant computed from ``args``) as a
+    Tensor: a function of the first argument that requires grad, with zero
+    derivative, so that a gradient made of it stays in the graph and its own
+    derivative is 0, as PyTorch's backward of relu or hardtanh gives (not an
+    error for a tensor that does not require grad)."""
+    like = next((x for x in args if isinstance(x, Tensor)), None)
+    if like is None:
+        return float(values)
+    c = _const_like(like, values)
+    src = next((x for x in args if isinstance(x, Tensor) and x._rg), None)
+    if src is None:
+        return c
+    return _ew.where(np.ones(np.shape(c._data), bool), c, src)
+
+
 def _step(x):
-    return _const_like(x, (_data(x) > 0).astype(np.float64)) if isinstance(x, Tensor) \
-        else float(x > 0)
+    return _mask_of((x,), (_data(x) > 0).astype(np.float64))
 
 
 def _sign(x):
@@ -47,9 +62,7 @@ def _sign(x):
 
 def _ge_half(x, y):
     dx, dy = _data(x), _data(y)
-    mask = np.where(dx > dy, 1.0, np.where(dx == dy, 0.5, 0.0))
-    like = x if isinstance(x, Tensor) else y
-    return _const_like(like, mask)
+    return _mask_of((x, y), np.where(dx > dy, 1.0, np.where(dx == dy, 0.5, 0.0)))
 
 
 def _pow_grad(x, y):
@@ -73,17 +86,17 @@ def _abs(x):
 
 
 def _piecewise_const(npf):
-    # floor/trunc/ge/eq have zero derivative: their Tensor form is a constant
+    # floor/trunc/ge/eq have zero derivative
     def f(*args):
-        like = next((x for x in args if isinstance(x, Tensor)), None)
-        values = npf(*(_data(x) for x in args))
-        return float(values) if like is None else _const_like(like, values)
+        return _mask_of(args, npf(*(_data(x) for x in args)))
     return f
 
 
 def _where_pos(cond, x, y):
     if not isinstance(cond, Tensor):
         return x if cond > 0 else y
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        return _mask_of((cond,), np.where(_data(cond) > 0, x, y))    # leaky_relu's slope
     dt = np.result_type(cond._data, np.float32)       # constants keep the values' precision
     x = x if isinstance(x, Tensor) else _leaf(np.asarray(x, dt))
     y = y if isinstance(y, Tensor) else _leaf(np.asarray(y, dt))

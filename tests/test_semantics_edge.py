@@ -285,3 +285,16 @@ def test_matrix_products_refuse_mixed_dtypes(f):
         f(tape.ones(2, 2), tape.ones(2, 2, dtype=tape.float64))
     with pytest.raises(RuntimeError, match='same dtype'):
         f(tape.tensor([[1, 2]]), tape.tensor([[3.0], [4.0]]))
+
+
+@pytest.mark.parametrize('f', [lambda m, x: x.relu(),
+                               lambda m, x: m.nn.functional.leaky_relu(x, 0.1),
+                               lambda m, x: m.nn.functional.hardtanh(x * 0.5),
+                               lambda m, x: m.maximum(x, x * 2)])
+def test_piecewise_linear_gradients_stay_in_the_graph(f):
+    # PyTorch's backward of relu (and kin) depends on x with zero derivative:
+    # the gradient requires grad, and its own gradient is 0, not an error
+    x = tape.tensor([1.5, -2.0], dtype=tape.float64, requires_grad=True)
+    g, = tape.autograd.grad(f(tape, x).sum(), x, create_graph=True)
+    assert g.requires_grad
+    assert tape.autograd.grad(g.sum(), x)[0].tolist() == [0.0, 0.0]
