@@ -455,6 +455,8 @@ def _bind():
     T.backward = _backward_method
     from ._hooks import register_hook, retain_grad
     T.register_hook = register_hook
+    from ._hooks import register_post_accumulate_grad_hook
+    T.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
     T.retain_grad = retain_grad
     T.retains_grad = property(lambda a: a._retains_grad())
 

@@ -64,6 +64,18 @@ def _pick_along(a, idx, dim):
     return _pick(a, np.take_along_axis(_flat_index(_np(a).shape), idx, axis=dim))
 
 
+def _torch_dtype_name(dt):
+    return _ops._TORCH_DTYPE_NAMES.get(np.dtype(dt).str[1:], str(dt))
+
+
+def _not_for(a, kinds, kernel):
+    """PyTorch's NotImplementedError for a kernel that has no ``a``'s dtype."""
+    dt = _np(a).dtype
+    if dt.kind in kinds:
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{_torch_dtype_name(dt)}'")
+
+
 def _scaled(x, c):
     """``c * x`` where ``c == 0`` ignores x's values (NaN too) but keeps its gradient
     slot, as PyTorch's beta=0 (a zero gradient)."""
@@ -108,11 +120,12 @@ def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
     """
     a = _t(input)
     d = _np(a)
+    # the dims first: PyTorch's IndexError for a 0-d or 1-d input
+    d1 = _norm_dim(int(dim1), d.ndim, 'diagonal')
+    d2 = _norm_dim(int(dim2), d.ndim, 'diagonal')
     if d.ndim < 2:
         raise RuntimeError(f'diagonal: expected a tensor with at least 2 dimensions, got '
                            f'{d.ndim} (shape {tuple(d.shape)})')
-    d1 = _norm_dim(int(dim1), d.ndim, 'diagonal')
-    d2 = _norm_dim(int(dim2), d.ndim, 'diagonal')
     if d1 == d2:
         raise RuntimeError(f'diagonal dimensions cannot be identical {dim1}, {dim2}')
     return _pick(a, np.diagonal(_flat_index(d.shape), int(offset), d1, d2))
@@ -189,6 +202,7 @@ def trace(input):  # noqa: A002
     tensor(5)
     """
     a = _t(input)
+    _not_for(a, 'b', 'trace')
     if _np(a).ndim != 2:
         raise RuntimeError(f'trace: expected a matrix, but got tensor with dim {_np(a).ndim}')
     return _ops.sum_(diagonal(a))
@@ -244,6 +258,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     a = _t(input)
     d = _np(a)
     note_value_use('topk')
+    if d.dtype.kind == 'b':
+        raise RuntimeError('topk does not support bool dtypes on CPU')
     k = int(k)
     dim = _norm_dim(int(dim), d.ndim, 'topk')
     n = d.shape[dim] if d.ndim else 1
@@ -251,9 +267,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
         raise RuntimeError(f'topk: selected index k out of range (k={k}, dim {dim} of shape '
                            f'{tuple(d.shape)})')
     if d.ndim == 0:
-        r = sort(a)
-        return r if k else _ValuesIndices(_pick(a, np.zeros(0, np.int64)),
-                                          _leaf(np.zeros(0, np.int64)))
+        return sort(a)              # (k=0 too: PyTorch gives the 0-d element)
     idx = np.take(_sort_index(d, dim, largest), np.arange(k), axis=dim)
     return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx.astype(np.int64)))
 
@@ -291,7 +305,10 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     """
     a = _t(input)
     d = _np(a)
+    _not_for(a, 'b', 'kthvalue_cpu')
     n = d.shape[_norm_dim(int(dim), d.ndim, 'kthvalue')] if d.ndim else 1
+    if d.ndim and n == 0:
+        raise IndexError(f'kthvalue(): Expected reduction dim {dim} to have non-zero size.')
     if not 1 <= int(k) <= n:
         raise RuntimeError(f'kthvalue(): selected number k out of range for dimension '
                            f'{dim} (k={k}, shape {tuple(d.shape)})')
@@ -315,10 +332,13 @@ def _lower_median(skip_nan):
 def _median(opname, skip_nan):
     def f(input, dim=None, keepdim=False):  # noqa: A002
         a = _t(input)
+        _not_for(a, 'b', 'median_cpu' if dim is None else 'median_out')
         if dim is None:
             d = _np(a)
             if d.size == 0:
                 note_value_use(opname)
+                if a._rg and grad_mode.enabled:    # NaN, its gradient (none) as PyTorch's
+                    return _ops.add(_ops.sum_(a), float('nan'))
                 return _leaf(np.array(np.nan, d.dtype)[()])
             r = _select_kth(_ops.reshape(a, -1), 0, False, _lower_median(skip_nan), opname)
             return r.values
@@ -394,9 +414,9 @@ def roll(input, shifts, dims=None):  # noqa: A002
     if len(sh) != len(dm):
         raise RuntimeError(f'roll: shifts and dimensions must align. shifts: {len(sh)}, '
                            f'dims:{len(dm)}')
-    dm = tuple(_norm_dim(int(k), d.ndim, 'roll') for k in dm)
     if d.ndim == 0:
-        return _pick(a, pos)
+        raise IndexError(f'Dimension specified as {dm[0]} but tensor has no dimensions')
+    dm = tuple(_norm_dim(int(k), d.ndim, 'roll') for k in dm)
     return _pick(a, np.roll(pos, tuple(int(s) for s in sh), dm))
 
 
@@ -409,12 +429,20 @@ def lerp(input, end, weight):  # noqa: A002
     tensor([1.0000, 2.5000])
     """
     a = _t(input)
-    return _ops.add(a, _ops.mul(_ops.sub(_t(end, a), a), weight))
+    b = _t(end, a)
+    if _np(a).dtype.kind == 'b' or _np(b).dtype.kind == 'b':
+        if _np(a).dtype != _np(b).dtype:
+            raise RuntimeError(f'expected dtype {_np(a).dtype} for `end` but got dtype '
+                               f'{_np(b).dtype}')
+    _not_for(a, 'iub', 'lerp_kernel_scalar' if not isinstance(weight, Tensor)
+             else 'lerp_kernel_tensor')
+    return _ops.add(a, _ops.mul(_ops.sub(b, a), weight))
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 * tensor2``."""
     a = _t(input)
+    _not_for(a, 'b', 'addcmul_cpu_out')
     p = _ops.mul(_t(tensor1, a), tensor2)
     return _ops.add(a, p if value == 1 else _ops.mul(p, value))
 
@@ -501,7 +529,16 @@ def logit(input, eps=None):  # noqa: A002
     a = _float_input(_t(input))
     if eps is not None:
         a = _ew.clamp(a, eps, 1.0 - eps)
-    return _ops.log(_ops.div(a, _ops.rsub(a, 1.0)))
+    elif a._rg and grad_mode.enabled:
+        # PyTorch's gradient is NaN outside [0, 1] (the value is NaN there anyway)
+        d = _np(a)
+        with np.errstate(invalid='ignore'):
+            out = (d < 0) | (d > 1)
+        if out.any():
+            note_value_use('logit')
+            a = _ops.mul(a, _leaf(np.where(out, np.nan, 1).astype(d.dtype)))
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return _ops.log(_ops.div(a, _ops.rsub(a, 1.0)))
 
 
 def xlogy(input, other):  # noqa: A002
@@ -515,6 +552,12 @@ def xlogy(input, other):  # noqa: A002
         raise TypeError(f"xlogy(): argument 'input' must be Tensor, not {type(input).__name__}")
     like = input if isinstance(input, Tensor) else other
     x, y = _float_input(_t(input, like)), _float_input(_t(other, like))
+    sx, sy = _np(x).shape, _np(y).shape
+    try:
+        np.broadcast_shapes(sx, sy)
+    except ValueError:
+        raise RuntimeError(f'xlogy: The size of tensor a {tuple(sx)} must match the size of '
+                           f'tensor b {tuple(sy)} (shapes do not broadcast)') from None
     note_value_use('xlogy')
     yd = _np(y)
     with np.errstate(invalid='ignore'):
@@ -563,12 +606,12 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     tensor(2.)
     """
     a = _t(input)
+    if _np(a).dtype.kind not in 'fc':       # (checked before any dtype= conversion)
+        raise RuntimeError(f'nanmean(): expected input to have floating point or complex '
+                           f'dtype but got {_torch_dtype_name(_np(a).dtype)}')
     if dtype is not None:
         a = _ops.to(a, dtype)
     d = _np(a)
-    if d.dtype.kind not in 'fc':
-        raise RuntimeError(f'nanmean(): expected input to have floating point or complex '
-                           f'dtype but got {d.dtype}')
     s = nansum(a, dim, keepdim)
     dims = None if dim is None or (isinstance(dim, (tuple, list)) and not len(dim)) else \
         _ops._dims(dim, d.ndim, 'nanmean') if d.ndim else None
@@ -587,6 +630,7 @@ def tensordot(a, b, dims=2):
     """
     a, b = _t(a), _t(b)
     ad, bd = _np(a), _np(b)
+    _not_for(a, 'b', 'addmm_impl_cpu_')
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, (int, np.integer)):
@@ -636,6 +680,10 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     if ad.shape[-1] != bd.shape[-1]:
         raise RuntimeError(f'X1 and X2 must have the same number of columns. X1: '
                            f'{ad.shape[-1]} X2: {bd.shape[-1]}')
+    for name, d in (('X1', ad), ('X2', bd)):
+        if d.dtype.kind not in 'fc':
+            raise RuntimeError(f'cdist only supports floating-point dtypes, {name} got: '
+                               f'{_torch_dtype_name(d.dtype)}')
     if p < 0:
         raise RuntimeError(f'cdist only supports non-negative p values (got {p})')
     diff = _ops.sub(_sh.unsqueeze(a, -2), _sh.unsqueeze(b, -3))
@@ -673,6 +721,9 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
     d = _np(a)
     src = _t(source, a)
     sd = _np(src)
+    if isinstance(source, Tensor) and sd.dtype != d.dtype:
+        raise RuntimeError(f'index_add_(): self ({_torch_dtype_name(d.dtype)}) and source '
+                           f'({_torch_dtype_name(sd.dtype)}) must have the same scalar type')
     idx = np.asarray(index._data if isinstance(index, Tensor) else index)
     if idx.dtype.kind not in 'iu':
         raise RuntimeError(f'index_add_(): Expected dtype int32/int64 for index but got: '

@@ -178,6 +178,18 @@ def _flat(t):
     return _ops.reshape(t, -1)
 
 
+def _product(op, a, b):
+    """A matrix product of a gradient and a saved operand: the gradient may be
+    float64 where the operand is float32 (see README), and the products take
+    one dtype, so the narrower side is widened first."""
+    da, db = a._data.dtype, b._data.dtype
+    if da != db:
+        dt = np.promote_types(da, db)
+        a = a if da == dt else _ops.to(a, dt)
+        b = b if db == dt else _ops.to(b, dt)
+    return op(a, b)
+
+
 def _add(acc, slot, g):
     cur = acc.get(slot)
     acc[slot] = g if cur is None else _ops.add(cur, g)
@@ -284,6 +296,9 @@ def _accumulate_tensor(leaf, g):
         g = _ops.to(g, leaf._data.dtype)
     cur = leaf._grad
     leaf._grad = g if cur is None else _ops.add(cur, g)
+    if leaf._extra is not None and 'post_accumulate' in leaf._extra:
+        from ._hooks import run_post_accumulate_hooks
+        run_post_accumulate_hooks(leaf)
 
 
 def _out_grad(acc, go, n):
@@ -379,10 +394,12 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         g2 = _ops.reshape(g, m, nn)
         if g0 >= 0:
             hb = _handle(tape, g1, V[v + m * kk:v + m * kk + kk * nn], leaf_of)
-            _add(acc, g0, _ops.reshape(_ops.mm(g2, _ops.t(_ops.reshape(hb, kk, nn))), -1))
+            _add(acc, g0, _ops.reshape(_product(_ops.mm, g2, _ops.t(_ops.reshape(hb, kk, nn))),
+                                       -1))
         if g1 >= 0:
             ha = _handle(tape, g0, V[v:v + m * kk], leaf_of)
-            _add(acc, g1, _ops.reshape(_ops.mm(_ops.t(_ops.reshape(ha, m, kk)), g2), -1))
+            _add(acc, g1, _ops.reshape(_product(_ops.mm, _ops.t(_ops.reshape(ha, m, kk)), g2),
+                                       -1))
         return
     if kind == 'where':
         mask = A[ax:ax + n] != 0
@@ -413,10 +430,10 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         sa, sb = bb * m * kk, bb * kk * nn
         if g0 >= 0:
             hb = _ops.reshape(_handle(tape, g1, V[v + sa:v + sa + sb], leaf_of), bb, kk, nn)
-            _add(acc, g0, _ops.reshape(_linalg.bmm(g3, _ops.transpose(hb, 1, 2)), -1))
+            _add(acc, g0, _ops.reshape(_product(_linalg.bmm, g3, _ops.transpose(hb, 1, 2)), -1))
         if g1 >= 0:
             ha = _ops.reshape(_handle(tape, g0, V[v:v + sa], leaf_of), bb, m, kk)
-            _add(acc, g1, _ops.reshape(_linalg.bmm(_ops.transpose(ha, 1, 2), g3), -1))
+            _add(acc, g1, _ops.reshape(_product(_linalg.bmm, _ops.transpose(ha, 1, 2), g3), -1))
         return
     raise NotImplementedError(f'create_graph: no differentiable rule for kind {kind!r} '
                               f'({rule.name})')

@@ -180,6 +180,35 @@ def register_hook(t, fn):
     return RemovableHandle(fns, fn)
 
 
+def register_post_accumulate_grad_hook(t, fn):
+    """Register ``fn(t)`` to run after a backward has accumulated into leaf
+    ``t``'s ``.grad`` (PyTorch's hook for stepping an optimizer in backward)."""
+    if t._tape is not None:
+        raise RuntimeError('post accumulate grad hooks cannot be registered on non-leaf '
+                           'tensors')
+    if not t._rg:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t._extra is None:
+        t._extra = {}
+    fns = t._extra.setdefault('post_accumulate', [])
+    fns.append(fn)
+    return RemovableHandle(fns, fn)
+
+
+def run_post_accumulate_hooks(leaf):
+    """After ``leaf.grad`` was written by a backward: its post-accumulate hooks."""
+    fns = leaf._extra.get('post_accumulate') if leaf._extra is not None else None
+    if not fns:
+        return
+    prev = grad_mode.enabled
+    set_grad_mode(False)
+    try:
+        for fn in list(fns):
+            fn(leaf)
+    finally:
+        set_grad_mode(prev)
+
+
 def retain_grad(t):
     """Keep the gradient of non-leaf ``t`` in ``t.grad`` at the next backward."""
     if not t._rg:

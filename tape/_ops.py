@@ -1246,7 +1246,7 @@ def _after_inplace(a, recorded, base_before):
     if 'view' in ext:
         _views.write_through(a, recorded, base_before)
     elif 'views' in ext:
-        _views.mark_dirty(a)        # records that saved a view of a read new values
+        _views.mark_dirty(a, a)     # records that saved a view of a read new values
         if recorded is not None:
             _views.refresh(a)
 
@@ -1286,11 +1286,32 @@ def inplace_apply(a, fn, *args, **kwargs):
 
 
 def rebind(a, recorded):
-    """After an in-place op entered the graph: ``a`` now stands for ``recorded``'s slot."""
+    """After an in-place op entered the graph: ``a`` now stands for ``recorded``'s slot.
+
+    A ``retain_grad`` moves with it (``.grad`` is the gradient of the tensor's
+    latest version, as in PyTorch); hooks stay with the version they were
+    registered on."""
+    ext = a._extra
+    retains = ext is not None and ext.get('retain_grad') and a._tape is not None
+    if retains:
+        _drop_retain(a)
     a._tape = recorded._tape
     a._goff = recorded._goff
     a._rec = recorded._rec
     a._rg = True
+    if retains:
+        from ._hooks import retain_grad
+        retain_grad(a)
+
+
+def _drop_retain(a):
+    tape = a._tape
+    if tape.alias is not None:
+        tape = resolve(a)
+    per_rec = (tape.hooks or {}).get(a._rec)
+    h = per_rec.get(a._goff) if per_rec else None
+    if h is not None and h.retain is not None and h.retain() is a:
+        h.retain = None
 
 
 def _leaf_view_of(a):

@@ -255,10 +255,18 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             start = r._rec
     # non-leaf tensors whose gradient autograd.grad returns must not be fused away
     keep = {x._goff for x in inputs if x._tape is tape} if inputs is not None else ()
+    # autograd.grad with respect to non-leaf tensors only: the records that made
+    # them (and everything below) are not needed, as PyTorch's engine does not
+    # run them (they may have been freed by an earlier backward)
+    floor = -1
+    if inputs is not None and not accumulate and inputs and all(x._tape is tape for x in inputs):
+        floor = min(x._rec for x in inputs)
     hooks = tape.hooks
-    stops = sorted((h for h in hooks if h <= start), reverse=True) if hooks else ()
+    stops = sorted((h for h in hooks if floor <= h <= start), reverse=True) if hooks else []
+    if not stops or stops[-1] != floor:
+        stops.append(floor)
     k = start
-    for stop in (*stops, -1):
+    for stop in stops:
         # records k .. stop+1 in the kernel, Python records as they come
         while k > stop:
             k = _kernel(R, G, V, A, reach, k, stop)
@@ -266,12 +274,14 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 break
             k = _python_record(tape, k, R, G, V, A, reach, store, stop, keep) - 1
         k = stop
-        if stop >= 0:
+        if stop >= 0 and hooks and stop in hooks:
             for h in hooks[stop].values():
                 if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A):
                     k = stop - 1    # node hooks ran the record itself (tape/_hooks.py)
-    if dead or tape.epoch != inplace_epoch[0]:
+    used = None
+    if dead or tape.epoch != inplace_epoch[0] or floor >= 0:
         used = store.reached_records(R)
+        used[:floor + 1] = False                # records below the inputs were not swept
         if dead and np.any(tape.dead_mask() & used[:tape.n]):
             raise RuntimeError(SECOND_BACKWARD)
         if tape.epoch != inplace_epoch[0]:      # something changed in place since recording
@@ -287,6 +297,8 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 _accumulate(r, g)
     if retain_graph:
         tape.packed = (tape.n, R, V, A)
+    elif floor >= 0:
+        release(tape, used, R)
     else:
         release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
     return result
@@ -431,6 +443,9 @@ def _deliver(leaf, s, store):
         if g is None:
             return
     _accumulate(leaf, g, owned=s >= BIG_BASE)
+    if leaf._extra is not None and 'post_accumulate' in leaf._extra:
+        from ._hooks import run_post_accumulate_hooks
+        run_post_accumulate_hooks(leaf)
 
 
 def _leaf_hooks(leaf, g):

@@ -217,8 +217,9 @@ class Tape:
                     uses = ((R[k, 3] == slot and 'a' in rule.saves) or
                             (R[k, 4] == slot and 'b' in rule.saves) or
                             (R[k, 1] == slot and 'out' in rule.saves))
-                else:       # structural kinds that save values: any slot they touch
-                    uses = KIND_FIELDS[rule.kind][2] and slot in (R[k, 1], R[k, 3], R[k, 4])
+                else:       # structural kinds that save values: the slots they save
+                    uses = KIND_FIELDS[rule.kind][2] and any(
+                        R[k, f] == slot for f in _SAVED_FIELDS.get(rule.kind, (1, 3, 4)))
                 if uses:
                     raise RuntimeError(
                         'one of the variables needed for gradient computation has '
@@ -318,6 +319,12 @@ def resolve(t):
     t._tape = tape
     return tape
 
+
+# Record fields holding the slots whose values a structural kind saves (the
+# rest default to every slot the record touches).  A custom Function's saved
+# tensors check their own versions (tape/autograd/function.py), so changing
+# its output in place does not make its record stale.
+_SAVED_FIELDS = {'mm': (3, 4), 'bmm': (3, 4), 'lse': (3, 1), 'cumprod': (3, 1), 'python': ()}
 
 # Ops whose PyTorch nodes save something (a wrapped scalar, indices, a mask)
 # that the tape keeps as a record field or an attribute instead: PyTorch frees

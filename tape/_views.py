@@ -131,7 +131,7 @@ def write_through(t, new_value, before):
     base, fn = view_source(t)
     from . import _ops
     from ._structural import record_where
-    mark_dirty(base)
+    mark_dirty(base, t)
     if before is None or (base._tape is None and (new_value is None
                                                   or new_value._tape is None)):
         return
@@ -149,9 +149,13 @@ def write_through(t, new_value, before):
     refresh(base)
 
 
-def mark_dirty(base):
+def mark_dirty(base, written=None):
     """Records that saved ``base`` or a view of it by reference now see new values:
     a backward through them raises (PyTorch's shared version counter).
+
+    ``written`` is the tensor the in-place op wrote, already rebound to the op's
+    record: its slot now belongs to that record, whose inputs are snapshots, so
+    it is not marked (its old slot was marked before the op recorded).
 
     The live views are marked by slot; records that saved a view which is gone
     by now are found by memory: every saved array that may share memory with
@@ -161,6 +165,10 @@ def mark_dirty(base):
     tapes = []
     for m in members:
         tape = m._tape
+        if m is written:
+            if tape is not None and tape not in tapes:
+                tapes.append(tape)
+            continue
         if tape is not None:
             if tape.alias is not None:
                 from ._tape import resolve

@@ -298,3 +298,102 @@ def test_piecewise_linear_gradients_stay_in_the_graph(f):
     g, = tape.autograd.grad(f(tape, x).sum(), x, create_graph=True)
     assert g.requires_grad
     assert tape.autograd.grad(g.sum(), x)[0].tolist() == [0.0, 0.0]
+
+
+# ------------------------------------------- feature combinations (second hunt)
+def test_inplace_on_a_product_or_function_output_is_not_stale():
+    a = tape.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = a @ tape.eye(2)
+    y.mul_(2)                        # mm saves its inputs, not its output
+    y.sum().backward()
+    assert a.grad.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+    class Exp(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.exp()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+    x = tape.zeros(3, requires_grad=True)
+    y = Exp.apply(x)
+    y.mul_(2)
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize('op', ['relu_', 'sigmoid_', 'tanh_', 'exp_', 'clamp_'])
+def test_inplace_math_on_a_view_of_a_non_leaf(op):
+    torch = pytest.importorskip('torch')
+    res = []
+    for m in (tape, torch):
+        x = m.tensor([1.0, -2.0, 3.0], dtype=m.float64, requires_grad=True)
+        y = x * 2
+        v = y[1:]
+        getattr(v, op)(*((-1.0, 1.0) if op == 'clamp_' else ()))
+        (y * y).sum().backward()
+        res.append(x.grad.tolist())
+    np.testing.assert_allclose(res[0], res[1])
+
+
+def test_retain_grad_follows_inplace_changes():
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1
+    y.retain_grad()
+    y.mul_(3)
+    (y ** 2).sum().backward()
+    assert y.grad.tolist() == [6.0, 12.0]
+
+
+def test_inplace_keyword_of_activations():
+    F = tape.nn.functional
+    x = tape.tensor([2.0, -4.0, 6.0], requires_grad=True)
+    y = x * 1
+    assert F.leaky_relu(y, 0.1, inplace=True) is y
+    assert y.tolist() == pytest.approx([2.0, -0.4, 6.0])
+    (y * y).sum().backward()
+    assert x.grad.tolist() == pytest.approx([4.0, -0.08, 12.0])
+    z = tape.tensor([-1.0, 0.5, 2.0]).clone()
+    assert F.relu(z, inplace=True) is z and z.tolist() == [0.0, 0.5, 2.0]
+    assert F.hardtanh(z, inplace=True).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_grad_with_respect_to_an_intermediate_skips_the_freed_records_below():
+    x = tape.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = x.exp()
+    (h * 2).sum().backward()                 # frees exp's record
+    g, = tape.autograd.grad((h ** 2).sum(), h)
+    np.testing.assert_allclose(g.numpy(), 2 * np.exp([1.0, 2.0, 3.0]), rtol=1e-6)
+
+
+def test_jit_gradient_penalty_in_float32():
+    @tape.jit
+    def critic(x, w):
+        return tape.tanh(x @ w).sum()
+    w = tape.tensor([[0.5, -0.2], [0.1, 0.3]], requires_grad=True)
+    for _ in range(2):                       # the trace, then a replay
+        w.grad = None
+        x = tape.tensor([[1.0, 2.0], [3.0, -1.0]], requires_grad=True)
+        g, = tape.autograd.grad(critic(x, w), x, create_graph=True)
+        (g ** 2).sum().backward()
+        np.testing.assert_allclose(w.grad.numpy(), [[-0.0218, 0.3754], [0.1732, 0.4703]],
+                                   atol=1e-4)
+
+
+def test_post_accumulate_grad_hook():
+    w = tape.tensor([1.0, 2.0], requires_grad=True)
+
+    def sgd(p):
+        assert not tape.is_grad_enabled()
+        p.sub_(0.1 * p.grad)
+        p.grad = None
+    handle = w.register_post_accumulate_grad_hook(sgd)
+    for _ in range(3):
+        (w ** 2).sum().backward()
+    np.testing.assert_allclose(w.detach().numpy(), [0.512, 1.024], rtol=1e-6)
+    handle.remove()
+    (w ** 2).sum().backward()
+    assert w.grad is not None
+    with pytest.raises(RuntimeError, match='non-leaf'):
+        (w * 2).register_post_accumulate_grad_hook(sgd)

@@ -411,14 +411,7 @@ class Function(metaclass=_FunctionMeta):
 def _rewrite_views(o):
     """After dirty ``o`` became this Function's output: as after an in-place op,
     a view rewrites its base's graph, a base refreshes its views."""
-    probe = _TNEW(Tensor)           # where the Function's output slot is, across merges
-    probe._tape, probe._goff, probe._rec = o._tape, o._goff, o._rec
     _ops._after_inplace(o, o, _views.snapshot_base(o, True))
-    # marking the views as changed also named the slot the Function just gave o,
-    # which only the Function's own record reads: not a stale reader
-    tape = resolve(probe)
-    if tape.dirty:
-        tape.dirty = [e for e in tape.dirty if e[0] != probe._goff]
 
 
 def _check_dirty(ctx, outs, record):

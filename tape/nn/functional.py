@@ -31,16 +31,26 @@ from .._tape import grad_mode, note_value_use
 from .._tensor import Tensor, _leaf, _norm_dim
 
 # activations that are ops of their own
-relu = _ops.relu
+def relu(input, inplace=False):  # noqa: A002
+    """``max(input, 0)``; ``inplace`` writes the result into ``input``."""
+    return _maybe_inplace(_t(input), _ops.relu, inplace)
 sigmoid = _ops.sigmoid
 tanh = _ops.tanh
-leaky_relu = _ew.leaky_relu
-elu = _ew.elu
+def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
+    return _maybe_inplace(_t(input), _ew.leaky_relu, inplace, negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):  # noqa: A002
+    return _maybe_inplace(_t(input), _ew.elu, inplace, alpha)
 gelu = _ew.gelu
 silu = _ew.silu
 softplus = _ew.softplus
-hardtanh = _ew.hardtanh
-relu6 = _ew.relu6
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
+    return _maybe_inplace(_t(input), _ew.hardtanh, inplace, min_val, max_val)
+
+
+def relu6(input, inplace=False):  # noqa: A002
+    return _maybe_inplace(_t(input), _ew.relu6, inplace)
 
 __all__ = ['softmax', 'log_softmax', 'cross_entropy', 'nll_loss', 'mse_loss', 'l1_loss',
            'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'linear', 'dropout',
@@ -56,13 +66,40 @@ def _softmax_dim(ndim):
     return 0 if ndim in (0, 1, 3) else 1        # PyTorch's legacy implicit choice
 
 
-def _float_input(a, dtype):
+def _float_input(a, dtype, kernel='softmax'):
     a = _t(a)
     if dtype is not None:
         a = _ops.to(a, dtype)
     elif np.asarray(a._data).dtype.kind not in 'fc':
-        a = _ops.to(a, np.float32)
+        _not_for(a, 'iub', f'{kernel}_kernel_impl')     # PyTorch has no integer softmax
     return a
+
+
+def _not_for(a, kinds, kernel):
+    """PyTorch's NotImplementedError for a kernel that has no ``a``'s dtype."""
+    dt = np.asarray(a._data).dtype
+    if dt.kind in kinds:
+        name = _ops._TORCH_DTYPE_NAMES.get(dt.str[1:], str(dt))
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+
+
+def _no_bool_sub(*ts):
+    """PyTorch refuses ``-`` on bool tensors."""
+    for t in ts:
+        if np.asarray(t._data).dtype.kind == 'b':
+            raise RuntimeError('Subtraction, the `-` operator, with a bool tensor is not '
+                               'supported. If you are trying to invert a mask, use the `~` or '
+                               '`logical_not()` operator instead.')
+
+
+def _no_int_result(*ts):
+    """PyTorch's error where a float loss would be written into an integer result."""
+    for t in ts:
+        dt = np.asarray(t._data).dtype
+        if dt.kind in 'iub':
+            name = _ops._TORCH_DTYPE_NAMES.get(dt.str[1:], str(dt))
+            raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                               f"{name}")
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
@@ -74,7 +111,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
-    a = _float_input(input, dtype)
+    a = _float_input(input, dtype, 'log_softmax')
     nd = np.ndim(a._data)
     dim = _softmax_dim(nd) if dim is None else _norm_dim(int(dim), nd, 'log_softmax')
     with np.errstate(all='ignore'):
@@ -101,6 +138,7 @@ def _shifted_log_softmax(a, dim):
 
 
 def logsigmoid(input):  # noqa: A002
+    _not_for(_t(input), 'iub', 'log_sigmoid_cpu')
     return _ops.neg(_ew.softplus(_ops.neg(_t(input)), 1.0, float('inf')))
 
 
@@ -252,6 +290,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction='mean'):  
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction='mean'):  # noqa: A002
     inp, tgt = _t(input), _t(target, input)
+    _no_bool_sub(inp, tgt)
     _same_shape(inp, tgt, 'l1_loss')
     return _reduce(_ops.abs_(_ops.sub(inp, tgt)), reduction, 'l1_loss')
 
@@ -349,6 +388,8 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):  # noqa
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
     a = _t(input)
+    if dim is not None and not isinstance(dim, (tuple, list)):
+        _norm_dim(int(dim), np.ndim(a._data), 'normalize')     # (a 0-d input: [-1, 0])
     n = _red.vector_norm(a, p, dim, True)
     return _ops.div(a, _ew.clamp(n, min=eps))
 
@@ -559,6 +600,8 @@ def one_hot(tensor, num_classes=-1):
 
 def hardswish(input, inplace=False):  # noqa: A002
     """``x * relu6(x + 3) / 6``."""
+    _not_for(_t(input), 'iub', 'hardswish_cpu')
+
     def hardswish(x):
         return _ops.div(_ops.mul(x, _ew.hardtanh(_ops.add(x, 3.0), 0.0, 6.0)), 6.0)
     return _maybe_inplace(_t(input), hardswish, inplace)
@@ -566,6 +609,8 @@ def hardswish(input, inplace=False):  # noqa: A002
 
 def hardsigmoid(input, inplace=False):  # noqa: A002
     """``relu6(x + 3) / 6``."""
+    _not_for(_t(input), 'iub', 'hardsigmoid_cpu')
+
     def hardsigmoid(x):
         return _ops.div(_ew.hardtanh(_ops.add(x, 3.0), 0.0, 6.0), 6.0)
     return _maybe_inplace(_t(input), hardsigmoid, inplace)
@@ -573,6 +618,8 @@ def hardsigmoid(input, inplace=False):  # noqa: A002
 
 def mish(input, inplace=False):  # noqa: A002
     """``x * tanh(softplus(x))``."""
+    _not_for(_t(input), 'iub', 'mish_cpu')
+
     def mish(x):
         return _ops.mul(x, _ops.tanh(_ew.softplus(x)))
     return _maybe_inplace(_t(input), mish, inplace)
@@ -584,6 +631,8 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input, inplace=False):  # noqa: A002
     """``scale * elu(x, alpha)`` with SELU's fixed constants."""
+    _not_for(_t(input), 'iub', 'elu_cpu')
+
     def selu(x):
         return _ops.mul(_ew.elu(x, _SELU_ALPHA), _SELU_SCALE)
     return _maybe_inplace(_t(input), selu, inplace)
@@ -595,6 +644,7 @@ def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     if alpha == 0:
         raise RuntimeError('ZeroDivisionError: alpha cannot be 0 for CELU')
     alpha = float(alpha)
+    _not_for(_t(input), 'iub', 'elu_cpu')
 
     def celu(x):
         neg = _ew.expm1(_ops.div(_ew.clamp(x, max=0.0), alpha))
@@ -605,12 +655,14 @@ def celu(input, alpha=1.0, inplace=False):  # noqa: A002
 def softsign(input):  # noqa: A002
     """``x / (1 + |x|)``."""
     a = _t(input)
+    _not_for(a, 'b', 'abs_cpu')
     return _ops.div(a, _ops.add(_ops.abs_(a), 1.0))
 
 
 def tanhshrink(input):  # noqa: A002
     """``x - tanh(x)``."""
     a = _t(input)
+    _no_bool_sub(a)
     return _ops.sub(a, _ops.tanh(a))
 
 
@@ -619,6 +671,7 @@ def threshold(input, threshold, value, inplace=False):  # noqa: A002
     def threshold_(x):
         return _ew.where(_ew.gt(x, threshold), x, _leaf(np.asarray(value, _dt_of(x))))
     threshold_.__name__ = 'threshold'
+    _not_for(_t(input), 'b', 'threshold_cpu')
     return _maybe_inplace(_t(input), threshold_, inplace)
 
 
@@ -626,6 +679,7 @@ def glu(input, dim=-1):  # noqa: A002
     """``a * sigmoid(b)`` for the halves ``a, b`` of ``input`` along ``dim``."""
     a = _t(input)
     shape = _shape_of(a)
+    _not_for(a, 'iub', 'glu_cpu')
     if not shape:
         raise RuntimeError('glu does not support scalars because halving size must be even')
     dim = _norm_dim(int(dim), len(shape), 'glu')
@@ -650,12 +704,14 @@ def softshrink(input, lambd=0.5):  # noqa: A002
     if lambd < 0:
         raise RuntimeError(f'lambda must be greater or equal to 0, but found to be {lambd}.')
     a = _t(input)
+    _not_for(a, 'iub', 'softshrink_check')
     return _ops.sub(a, _ew.clamp(a, -float(lambd), float(lambd)))
 
 
 def hardshrink(input, lambd=0.5):  # noqa: A002
     """``x`` where ``|x| > lambd``, else 0."""
     a = _t(input)
+    _not_for(a, 'iub', 'hardshrink_cpu')
     keep = _ew.logical_or(_ew.gt(a, lambd), _ew.lt(a, -lambd))
     return _ew.where(keep, a, _leaf(np.zeros((), _dt_of(a))))
 
@@ -703,6 +759,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    _no_bool_sub(*(x for x in (x1, x2) if isinstance(x, Tensor)))
     """``norm(x1 - x2 + eps, p)`` over the last dimension."""
     a, b = _t(x1), _t(x2, x1)
     diff = _ops.add(_ops.sub(a, b), float(eps))
@@ -740,6 +797,7 @@ def _huber(ad, delta):
 def huber_loss(input, target, reduction='mean', delta=1.0, weight=None):  # noqa: A002
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     inp, tgt = _t(input), _t(target, input)
+    _not_for(inp, 'iub', 'huber_cpu')
     _target_size_warning(inp, tgt)
     if weight is not None and _shape_of(_t(weight, input)) != _shape_of(inp):
         raise ValueError('Weights and input must have the same size.')
@@ -761,11 +819,14 @@ def _xlogy_self(t):
     """``t * log(t)``, 0 where ``t == 0`` (PyTorch's ``xlogy(t, t)``)."""
     note_value_use('xlogy')
     td = np.asarray(t._data)
-    pos = td > 0
-    if pos.all():
-        return _ops.mul(t, _ops.log(t))
-    safe = _ew.where(_leaf(pos), t, _leaf(np.ones((), td.dtype)))
-    val = _ops.mul(t, _ops.log(safe))
+    zero = td == 0
+    if not zero.any():
+        with np.errstate(invalid='ignore'):
+            return _ops.mul(t, _ops.log(t))
+    # only the zeros read as 1 (a negative t stays NaN, as PyTorch's)
+    safe = _ew.where(_leaf(~zero), t, _leaf(np.ones((), td.dtype)))
+    with np.errstate(invalid='ignore'):
+        val = _ops.mul(t, _ops.log(safe))
     return _ew.where(_leaf(td == 0), _leaf(np.zeros((), td.dtype)), val)
 
 
@@ -774,6 +835,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction='mean',  # n
     """Pointwise KL divergence ``target * (log(target) - input)`` (``input`` holds
     log-probabilities; so does ``target`` when ``log_target``)."""
     inp, tgt = _t(input), _t(target, input)
+    if _dt_of(inp).kind in 'iub' or _dt_of(tgt).kind in 'iub':
+        raise RuntimeError('kl_div: Integral inputs not supported.')
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     else:
@@ -827,6 +890,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A00
                      reduction='mean'):
     """``log(1 + exp(-target * input))``."""
     x, y = _t(input), _t(target, input)
+    _no_int_result(x)
     reduction = _checked_reduction(size_average, reduce, reduction)
     with np.errstate(over='ignore'):
         loss = _ew.log1p(_ops.exp(_ops.neg(_ops.mul(x, y))))
@@ -837,6 +901,8 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  
                                 reduce=None, reduction='mean'):
     """Mean over classes of ``-(t log sigmoid(x) + (1 - t) log sigmoid(-x))``."""
     x, y = _t(input), _t(target, input)
+    if not _shape_of(x):
+        raise IndexError('Dimension specified as -1 but tensor has no dimensions')
     reduction = _legacy_reduction(size_average, reduce, reduction)
     loss = _ops.neg(_ops.add(_ops.mul(y, logsigmoid(x)),
                              _ops.mul(_ops.rsub(y, 1.0), logsigmoid(_ops.neg(x)))))
@@ -883,6 +949,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     """``exp(input) - target * input`` (or ``input - target * log(input + eps)``), plus
     Stirling's term where ``target > 1`` when ``full``."""
     x, y = _t(input), _t(target, input)
+    _no_bool_sub(x)
     reduction = _checked_reduction(size_average, reduce, reduction)
     with np.errstate(all='ignore'):
         if log_input:
@@ -905,6 +972,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6,  # noqa: A002
                       reduction='mean'):
     """``0.5 (log(var) + (input - target)^2 / var)``, ``var`` clamped at ``eps`` in value."""
     x, y = _t(input), _t(target, input)
+    _no_int_result(x)
     if isinstance(var, (int, float)) and not isinstance(var, bool):
         var = float(var)
         if var < 0:
@@ -1178,6 +1246,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift."""
     a = _t(input)
     ns, shape, dims = _trailing(a, normalized_shape, '*, ')
+    _not_for(a, 'iub', 'LayerNormKernelImpl')
     for name, p in (('weight', weight), ('bias', bias)):
         if p is not None and _shape_of(_t(p, input)) != ns:
             raise RuntimeError(f'Expected {name} to be of same shape as normalized_shape, but got '
@@ -1191,6 +1260,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     ``eps`` defaults to the dtype's machine epsilon."""
     a = _t(input)
     ns, shape, dims = _trailing(a, normalized_shape, '*')
+    _not_for(a, 'iub', 'rms_norm')
     if eps is None:
         eps = float(np.finfo(_dt_of(a)).eps)
     ms = _ops.mean(_ops.mul(a, a), dims, True)
@@ -1237,6 +1307,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     the running statistics (eval)."""
     a = _t(input)
     shape, c = _channels_of(a)
+    _not_for(a, 'iub', 'batch_norm')
     if training:
         n = shape[0] * int(np.prod(shape[2:], dtype=np.int64))
         if n == 1:
@@ -1277,6 +1348,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     if given, are updated with the batch average of the per-instance ones."""
     a = _t(input)
     shape, c = _channels_of(a)
+    _not_for(a, 'iub', 'batch_norm')
     if use_input_stats and int(np.prod(shape[2:], dtype=np.int64)) == 1:
         raise ValueError(f'Expected more than 1 spatial element when training, got input size '
                          f'{_torch_size(shape)}')
@@ -1320,6 +1392,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A0
                            f'but got input of shape {list(shape)} and num_groups={num_groups}')
     _check_channels(weight, c, 'weight', a)
     _check_channels(bias, c, 'bias', a)
-    g = _ops.reshape(a, (shape[0], num_groups, -1))
+    _not_for(a, 'iub', 'GroupNormKernelImpl')
+    # the group size spelled out: -1 is ambiguous for an empty batch
+    g = _ops.reshape(a, (shape[0], num_groups,
+                         c // num_groups * int(np.prod(shape[2:], dtype=np.int64))))
     out = _ops.reshape(_normalize_over(g, (2,), eps), shape)
     return _affine(out, weight, bias, _channel_shape(shape), a)
