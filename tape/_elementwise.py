@@ -70,7 +70,11 @@ sinh = _unary('sinh', _quiet(np.sinh))
 cosh = _unary('cosh', _quiet(np.cosh))
 erf = _unary('erf', _np_erf)
 reciprocal = _unary('reciprocal', _quiet(lambda x: np.true_divide(1, x)))
-silu = _unary('silu', lambda x: x * _np_sigmoid(x))
+_silu = _unary('silu', lambda x: x * _np_sigmoid(x))
+
+
+def silu(a, inplace=False):
+    return _silu(_floats_only(_t(a), 'silu_cpu'))
 def _np_sign(x):
     out = np.sign(x)
     if out.dtype.kind == 'f':
@@ -100,6 +104,19 @@ def square(a):
     return pow_(_t(a), 2)
 
 
+_TORCH_INT_NAMES = {'int64': 'Long', 'int32': 'Int', 'int16': 'Short', 'int8': 'Char',
+                    'uint8': 'Byte', 'bool': 'Bool'}
+
+
+def _floats_only(a, kernel):
+    """PyTorch's activations have no integer kernels: raise as it does."""
+    dt = np.result_type(a._data)
+    if dt.kind not in 'fc':
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{_TORCH_INT_NAMES.get(dt.name, dt.name)}'")
+    return a
+
+
 def _with_const(name, a, out, c, d=None):
     """Record ``out = name(a)`` with constant c (record field 7) and d (field 6)."""
     if a._rg and grad_mode.enabled:
@@ -109,14 +126,14 @@ def _with_const(name, a, out, c, d=None):
 
 
 def leaky_relu(a, negative_slope=0.01, inplace=False):
-    a = _t(a)
+    a = _floats_only(_t(a), 'leaky_relu_cpu')
     d = a._data
     out = np.where(d > 0, d, d * negative_slope)
     return _with_const('leaky_relu', a, out, negative_slope)
 
 
 def elu(a, alpha=1.0, inplace=False):
-    a = _t(a)
+    a = _floats_only(_t(a), 'elu_cpu')
     d = a._data
     with np.errstate(all='ignore'):
         out = np.where(d > 0, d, alpha * np.expm1(np.minimum(d, 0)))
@@ -127,7 +144,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def gelu(a, approximate='none'):
-    a = _t(a)
+    a = _floats_only(_t(a), 'GeluKernelImpl')
     d = a._data
     if approximate == 'tanh':
         out = 0.5 * d * (1.0 + np.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)))
@@ -145,7 +162,7 @@ def gelu(a, approximate='none'):
 
 
 def softplus(a, beta=1.0, threshold=20.0):
-    a = _t(a)
+    a = _floats_only(_t(a), 'softplus_cpu')
     d = a._data
     with np.errstate(all='ignore'):
         out = np.where(d * beta > threshold, d, np.logaddexp(0, d * beta) / beta)
@@ -159,7 +176,10 @@ def relu6(a):
 
 def hardtanh(a, min_val=-1.0, max_val=1.0):
     a = _t(a)
-    out = np.clip(a._data, min_val, max_val)
+    d = a._data
+    out = np.clip(d, min_val, max_val)
+    if np.result_type(d).kind in 'iu':          # PyTorch keeps an integer dtype
+        out = out.astype(np.result_type(d))
     return _with_const('hardtanh', a, out, min_val, max_val)
 
 

@@ -322,3 +322,19 @@ def test_hardtanh_and_relu6_gradients_are_cut_at_the_bounds():
     g, = tape.autograd.grad(F.hardtanh(x).sum(), x, create_graph=True)
     assert g.tolist() == [0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
     assert F.hardtanh(x).grad_fn.name() == 'HardtanhBackward0'
+
+
+@pytest.mark.parametrize('name, kernel', [('gelu', 'GeluKernelImpl'), ('elu', 'elu_cpu'),
+                                          ('silu', 'silu_cpu'),
+                                          ('leaky_relu', 'leaky_relu_cpu'),
+                                          ('softplus', 'softplus_cpu')])
+def test_activations_refuse_integers_as_pytorch(name, kernel):
+    with pytest.raises(NotImplementedError, match=kernel):
+        getattr(tape.nn.functional, name)(tape.tensor([1, 2]))
+
+
+def test_hardtanh_keeps_an_integer_dtype():
+    F = tape.nn.functional
+    assert F.hardtanh(tape.tensor([-3, 0, 3])).tolist() == [-1, 0, 1]
+    r = F.relu6(tape.tensor([-3, 0, 9], dtype=tape.int32))
+    assert r.dtype == tape.int32 and r.tolist() == [0, 0, 6]
