@@ -22,7 +22,7 @@ from . import _ops
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                          is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ._pool import aligned, aligned_empty
-from ._tensor import Tensor, Size, _leaf
+from ._tensor import Tensor, Size, _leaf, _norm_dim
 from ._tape import grad_mode as _mode
 from . import _dtypes
 from . import autograd
@@ -94,8 +94,9 @@ def _infer(data, dtype=None):
         arr = arr.astype(_default_dtype[0])
     elif arr.dtype.kind in 'iu':
         arr = arr.astype(np.int64)
-    elif arr.dtype.kind == 'O':
-        raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__}')
+    elif arr.dtype.kind in 'OUS':
+        raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__} '
+                        f"(new(): invalid data type '{type(data).__name__}')")
     return arr
 
 
@@ -147,13 +148,25 @@ def from_numpy(arr):
     return _leaf(arr)
 
 
-def _shape(size):
+def _shape(size, opname='zeros'):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     for s in size:
-        if type(s) is not int:
-            return tuple(int(s) for s in size)
+        if type(s) is not int or s < 0:
+            return _checked_shape(size, opname)
     return tuple(size)
+
+
+def _checked_shape(size, opname):
+    """The slow path of ``_shape``: PyTorch's TypeError for a non-integer size
+    and RuntimeError for a negative one."""
+    from ._ops import _sizes
+    shape = _sizes((size,) if isinstance(size, (tuple, list)) else (size,), opname)
+    if builtins.any(s < 0 for s in shape):
+        neg = next(s for s in shape if s < 0)
+        raise RuntimeError(f'{opname}: Trying to create tensor with negative dimension {neg}: '
+                           f'{list(shape)}')
+    return shape
 
 
 def _dt(dtype):
@@ -161,11 +174,11 @@ def _dt(dtype):
 
 
 def zeros(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(np.zeros(_shape(size), _dt(dtype)), None, requires_grad)
+    return _finish(np.zeros(_shape(size, 'zeros'), _dt(dtype)), None, requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(np.ones(_shape(size), _dt(dtype)), None, requires_grad)
+    return _finish(np.ones(_shape(size, 'ones'), _dt(dtype)), None, requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
@@ -173,18 +186,22 @@ def empty(*size, dtype=None, requires_grad=False, device=None):
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    if not isinstance(fill_value, (int, builtins.float, builtins.bool, np.number, np.bool_)) \
+            and not (isinstance(fill_value, Tensor) and fill_value._data.ndim == 0):
+        raise TypeError(f"full(): argument 'fill_value' (position 2) must be Number, not "
+                        f"{type(fill_value).__name__}")
     if dtype is None:
         dtype = (int64 if isinstance(fill_value, int) and not isinstance(fill_value, type(True))
                  else np.bool_ if isinstance(fill_value, type(True)) else _default_dtype[0])
-    return _finish(np.full(_shape((size,)), fill_value, np.dtype(dtype)), None, requires_grad)
+    return _finish(np.full(_shape((size,), 'full'), fill_value, np.dtype(dtype)), None, requires_grad)
 
 
 def _random(method, size, dtype, requires_grad):
     dt = _dt(dtype)
     if dt == float32 or dt == float64:
-        arr = method(_shape(size), dtype=dt)        # drawn in the target dtype: no copy
+        arr = method(_shape(size, 'rand'), dtype=dt)  # drawn in the target dtype: no copy
     else:
-        arr = method(_shape(size)).astype(dt)
+        arr = method(_shape(size, 'rand')).astype(dt)
     t = _leaf(aligned(arr))
     if requires_grad:
         t.requires_grad_(True)
@@ -204,7 +221,10 @@ def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
 def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None):
     if high is None:
         low, high = 0, low
-    arr = _rng[0].integers(low, high, size=_shape((size,)) if size is not None else ())
+    if not low < high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    arr = _rng[0].integers(low, high, size=_shape((size,), 'randint') if size is not None else ())
     return _finish(arr.astype(np.int64 if dtype is None else np.dtype(dtype)), None,
                    requires_grad)
 
@@ -213,6 +233,11 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
     if end is None:
         start, end = 0, start
     ints = builtins.all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    if step == 0:
+        raise RuntimeError('arange: step must be nonzero')
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise RuntimeError(f'arange: upper bound and lower bound inconsistent with step sign '
+                           f'(start={start}, end={end}, step={step})')
     arr = np.arange(start, end, step)
     if dtype is None:
         dtype = int64 if ints else _default_dtype[0]
@@ -220,10 +245,14 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
 
 
 def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
+    if steps < 0:
+        raise RuntimeError(f'linspace: number of steps must be non-negative, got {steps}')
     return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), None, requires_grad)
 
 
 def eye(n, m=None, dtype=None, requires_grad=False, device=None):
+    if n < 0 or (m is not None and m < 0):
+        raise RuntimeError(f'eye: n must be greater or equal to 0, got {n if n < 0 else m}')
     return _finish(np.eye(n, m, dtype=_dt(dtype)), None, requires_grad)
 
 
@@ -273,6 +302,8 @@ def is_tensor(x):
 def _either(op, rop, name):
     """``tape.<name>(input, other)``: either argument may be the tensor (a Python
     number first is PyTorch's wrapped scalar: ``tape.add(2.0, x)``)."""
+    op = getattr(op, 'method', op)      # a non-tensor other raises TypeError
+
     def f(input, other, *, out=None):  # noqa: A002
         if isinstance(input, Tensor):
             return op(input, other)
@@ -306,7 +337,7 @@ def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     if rounding_mode == 'floor':
         return floor_divide(input, other)
     if rounding_mode != 'trunc':
-        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                          f"but found '{rounding_mode}'")
     a = input if isinstance(input, Tensor) else _ops._const(input, other)
     b = other if isinstance(other, Tensor) else _ops._const(other, a)
@@ -352,7 +383,7 @@ reshape = _ops.reshape
 
 def pow(a, b):  # noqa: A001
     if isinstance(a, Tensor):
-        return _ops.pow_(a, b)
+        return _ops.pow_.method(a, b)
     return _ops.rpow(b, a)
 
 
@@ -378,10 +409,10 @@ def _bind():
     T.__neg__ = o.neg
     T.__abs__ = o.abs_
     T.__getitem__ = o.getitem
-    T.add, T.sub, T.mul, T.div = o.add, o.sub, o.mul, o.div
-    T.subtract, T.multiply, T.divide, T.true_divide = o.sub, o.mul, o.div, o.div
-    T.pow = o.pow_
-    T.maximum, T.minimum = o.maximum, o.minimum
+    T.add, T.sub, T.mul, T.div = o.add.method, o.sub.method, o.mul.method, o.div.method
+    T.subtract, T.multiply, T.divide, T.true_divide = T.sub, T.mul, T.div, T.div
+    T.pow = o.pow_.method
+    T.maximum, T.minimum = o.maximum.method, o.minimum.method
     T.neg, T.exp, T.log, T.sqrt = o.neg, o.exp, o.log, o.sqrt
     T.sin, T.cos, T.tanh, T.sigmoid, T.relu, T.abs = o.sin, o.cos, o.tanh, o.sigmoid, o.relu, o.abs_
     T.sum = lambda a, dim=None, keepdim=False, dtype=None: o.sum_(a, dim, keepdim, dtype)
@@ -552,15 +583,24 @@ masked_select, take = _ix.masked_select, _ix.take
 bmm, matmul, dot, mv, outer, ger, einsum = (
     _la.bmm, _la.matmul, _la.dot, _la.mv, _la.outer, _la.outer, _la.einsum)
 inner = _la.dot
-softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax
+
+
+def softmax(input, dim, dtype=None):  # noqa: A002  (torch.softmax: dim is required)
+    return nn.functional.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim, dtype=None):  # noqa: A002
+    return nn.functional.log_softmax(input, dim, dtype=dtype)
 
 
 def repeat_interleave(a, repeats, dim=None):
     """Repeat each element ``repeats`` times (an int), along ``dim`` (flattened if None)."""
+    if not isinstance(repeats, Tensor) and repeats < 0:
+        raise RuntimeError(f'repeat_interleave: Repeats must be non-negative, got {repeats}')
     if dim is None:
         a, dim = _ops.reshape(a, -1), 0
     d = a._data
-    dim = dim % builtins.max(d.ndim, 1)
+    dim = _norm_dim(dim, d.ndim, 'repeat_interleave')
     idx = np.repeat(np.arange(d.shape[dim]), int(repeats))
     return _ix.index_select(a, dim, idx)
 

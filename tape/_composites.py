@@ -39,7 +39,7 @@ from . import _shapes as _sh
 from ._dtypes import default_dtype
 from ._reductions import _flat_index, _ValuesIndices, take_as
 from ._tape import grad_mode, note_value_use
-from ._tensor import Tensor, _leaf, _norm_dim
+from ._tensor import Tensor, _index_arg, _leaf, _norm_dim
 
 FUNCTIONS = {}
 METHODS = {}
@@ -94,7 +94,8 @@ def _triangle(npf, opname):
         if d.ndim < 2:
             raise RuntimeError(f'{opname}: input tensor must have at least 2 dimensions '
                                f'(got shape {tuple(d.shape)})')
-        keep = np.broadcast_to(npf(np.ones(d.shape[-2:], bool), int(diagonal)), d.shape)
+        diagonal = _index_arg(diagonal, opname, 'diagonal')
+        keep = np.broadcast_to(npf(np.ones(d.shape[-2:], bool), diagonal), d.shape)
         if not (a._rg and grad_mode.enabled):
             return _leaf(np.where(keep, d, np.zeros((), d.dtype)))
         # the kept elements taken and put back into zeros: exact zeros (even where the
@@ -121,8 +122,8 @@ def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
     a = _t(input)
     d = _np(a)
     # the dims first: PyTorch's IndexError for a 0-d or 1-d input
-    d1 = _norm_dim(int(dim1), d.ndim, 'diagonal')
-    d2 = _norm_dim(int(dim2), d.ndim, 'diagonal')
+    d1 = _norm_dim(dim1, d.ndim, 'diagonal')
+    d2 = _norm_dim(dim2, d.ndim, 'diagonal')
     if d.ndim < 2:
         raise RuntimeError(f'diagonal: expected a tensor with at least 2 dimensions, got '
                            f'{d.ndim} (shape {tuple(d.shape)})')
@@ -163,6 +164,7 @@ def diag(input, diagonal=0):  # noqa: A002
 
 def diagflat(input, offset=0):  # noqa: A002
     """``diag`` of the flattened input."""
+    offset = _index_arg(offset, 'diagflat', 'offset')
     return diag(_ops.reshape(_t(input), -1), offset)
 
 
@@ -174,8 +176,8 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
     m = d.shape[-1] if d.ndim else 1
     n = m + builtins.abs(int(offset))
     ndim = d.ndim + 1
-    d1 = _norm_dim(int(dim1), ndim, 'diag_embed')
-    d2 = _norm_dim(int(dim2), ndim, 'diag_embed')
+    d1 = _norm_dim(dim1, ndim, 'diag_embed')
+    d2 = _norm_dim(dim2, ndim, 'diag_embed')
     if d1 == d2:
         raise RuntimeError(f'diagonal dimensions cannot be identical {dim1}, {dim2}')
     batch = d.shape[:-1]
@@ -231,9 +233,9 @@ def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     d = _np(a)
     note_value_use('sort')
     if d.ndim == 0:
-        _norm_dim(int(dim), 0, 'sort')
+        _norm_dim(dim, 0, 'sort')
         return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
-    dim = _norm_dim(int(dim), d.ndim, 'sort')
+    dim = _norm_dim(dim, d.ndim, 'sort')
     idx = _sort_index(d, dim, descending)
     return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx.astype(np.int64)))
 
@@ -261,7 +263,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     if d.dtype.kind == 'b':
         raise RuntimeError('topk does not support bool dtypes on CPU')
     k = int(k)
-    dim = _norm_dim(int(dim), d.ndim, 'topk')
+    dim = _norm_dim(dim, d.ndim, 'topk')
     n = d.shape[dim] if d.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f'topk: selected index k out of range (k={k}, dim {dim} of shape '
@@ -278,9 +280,9 @@ def _select_kth(a, dim, keepdim, kth, opname):
     d = _np(a)
     note_value_use(opname)
     if d.ndim == 0:
-        _norm_dim(int(dim), 0, opname)
+        _norm_dim(dim, 0, opname)
         return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
-    dim = _norm_dim(int(dim), d.ndim, opname)
+    dim = _norm_dim(dim, d.ndim, opname)
     if d.shape[dim] == 0:
         raise IndexError(f'{opname}(): Expected reduction dim {dim} to have non-zero size '
                          f'(input of shape {tuple(d.shape)})')
@@ -306,7 +308,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     a = _t(input)
     d = _np(a)
     _not_for(a, 'b', 'kthvalue_cpu')
-    n = d.shape[_norm_dim(int(dim), d.ndim, 'kthvalue')] if d.ndim else 1
+    n = d.shape[_norm_dim(dim, d.ndim, 'kthvalue')] if d.ndim else 1
     if d.ndim and n == 0:
         raise IndexError(f'kthvalue(): Expected reduction dim {dim} to have non-zero size.')
     if not 1 <= int(k) <= n:
@@ -365,9 +367,9 @@ def _cumulative(opname, better):
         d = _np(a)
         note_value_use(opname)
         if d.ndim == 0:
-            _norm_dim(int(dim), 0, opname)
+            _norm_dim(dim, 0, opname)
             return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
-        dim = _norm_dim(int(dim), d.ndim, opname)
+        dim = _norm_dim(dim, d.ndim, opname)
         x = np.moveaxis(d, dim, 0)
         idx = np.zeros(x.shape, np.int64)
         if x.shape[0]:
@@ -416,7 +418,7 @@ def roll(input, shifts, dims=None):  # noqa: A002
                            f'dims:{len(dm)}')
     if d.ndim == 0:
         raise IndexError(f'Dimension specified as {dm[0]} but tensor has no dimensions')
-    dm = tuple(_norm_dim(int(k), d.ndim, 'roll') for k in dm)
+    dm = tuple(_norm_dim(k, d.ndim, 'roll') for k in dm)
     return _pick(a, np.roll(pos, tuple(int(s) for s in sh), dm))
 
 
@@ -436,6 +438,7 @@ def lerp(input, end, weight):  # noqa: A002
                                f'{_np(b).dtype}')
     _not_for(a, 'iub', 'lerp_kernel_scalar' if not isinstance(weight, Tensor)
              else 'lerp_kernel_tensor')
+    _ops.check_broadcast('lerp', a, b, weight if isinstance(weight, Tensor) else None)
     return _ops.add(a, _ops.mul(_ops.sub(b, a), weight))
 
 
@@ -443,6 +446,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 * tensor2``."""
     a = _t(input)
     _not_for(a, 'b', 'addcmul_cpu_out')
+    _ops.check_broadcast('addcmul', a, tensor1, tensor2)
     p = _ops.mul(_t(tensor1, a), tensor2)
     return _ops.add(a, p if value == 1 else _ops.mul(p, value))
 
@@ -454,8 +458,25 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
     if _np(t1).dtype.kind in 'iub' and _np(t2).dtype.kind in 'iub':
         raise RuntimeError('Integer division with addcdiv is no longer supported; divide '
                            'with true_divide or floor_divide instead')
+    _ops.check_broadcast('addcdiv', a, t1, t2)
     q = _ops.div(t1, t2)
     return _ops.add(a, q if value == 1 else _ops.mul(q, value))
+
+
+def _expands_to(name, input, shape):
+    """PyTorch's RuntimeError when ``input`` cannot be expanded to ``shape`` (the
+    product's), checked before the product is recorded."""
+    si = np.shape(input._data if isinstance(input, Tensor) else input)
+    bad = len(si) > len(shape)
+    for i in range(1, len(si) + 1):
+        if not bad and si[-i] != 1 and si[-i] != shape[-i]:
+            raise RuntimeError(f'{name}: The expanded size of the tensor ({shape[-i]}) must match '
+                               f'the existing size ({si[-i]}) at non-singleton dimension '
+                               f'{len(shape) - i}.  Target sizes: {list(shape)}.  Tensor sizes: '
+                               f'{list(si)}')
+    if bad:
+        raise RuntimeError(f'{name}: the input of shape {list(si)} cannot be expanded to the '
+                           f'product\'s shape {list(shape)}')
 
 
 def _add_product(input, product, beta, alpha):
@@ -475,26 +496,36 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
     if _np(m1).ndim != 2 or _np(m2).ndim != 2:
         raise RuntimeError(f'addmm: expected 2-D matrices, got mat1 of shape '
                            f'{tuple(_np(m1).shape)} and mat2 of shape {tuple(_np(m2).shape)}')
+    _expands_to('addmm', input, (_np(m1).shape[0], _np(m2).shape[1]))
     return _add_product(input, _ops.mm(m1, m2), beta, alpha)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * (mat @ vec)``."""
+    if _np(_t(mat)).ndim == 2:
+        _expands_to('addmv', input, _np(_t(mat)).shape[:1])
     return _add_product(input, _la.mv(_t(mat), _t(vec)), beta, alpha)
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * outer(vec1, vec2)``."""
+    _expands_to('addr', input, (_np(_t(vec1)).size, _np(_t(vec2)).size))
     return _add_product(input, _la.outer(_t(vec1), _t(vec2)), beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * bmm(batch1, batch2)``."""
+    s1, s2 = _np(_t(batch1)).shape, _np(_t(batch2)).shape
+    if len(s1) == 3 and len(s2) == 3:
+        _expands_to('baddbmm', input, (s1[0], s1[1], s2[2]))
     return _add_product(input, _la.bmm(_t(batch1), _t(batch2)), beta, alpha)
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * sum over the batch of bmm(batch1, batch2)``."""
+    s1, s2 = _np(_t(batch1)).shape, _np(_t(batch2)).shape
+    if len(s1) == 3 and len(s2) == 3:
+        _expands_to('addbmm', input, (s1[1], s2[2]))
     return _add_product(input, _ops.sum_(_la.bmm(_t(batch1), _t(batch2)), 0), beta, alpha)
 
 
@@ -574,6 +605,7 @@ def hypot(input, other):  # noqa: A002
     if _np(a).dtype.kind not in 'fc':
         raise NotImplementedError(f'hypot: not implemented for dtype {_np(a).dtype}')
     b = _t(other, a)
+    _ops.check_broadcast('hypot', a, b)
     return _ops.sqrt(_ops.add(_ops.mul(a, a), _ops.mul(b, b)))
 
 
@@ -645,8 +677,8 @@ def tensordot(a, b, dims=2):
     if len(da) != len(db):
         raise RuntimeError(f'both dimension lists should have same length (got {len(da)} '
                            f'and {len(db)})')
-    da = [_norm_dim(int(k), ad.ndim, 'tensordot') for k in da]
-    db = [_norm_dim(int(k), bd.ndim, 'tensordot') for k in db]
+    da = [_norm_dim(k, ad.ndim, 'tensordot') for k in da]
+    db = [_norm_dim(k, bd.ndim, 'tensordot') for k in db]
     for i, j in zip(da, db):
         if ad.shape[i] != bd.shape[j]:
             raise RuntimeError(f'contracted dimensions need to match, but first has size '
@@ -732,7 +764,7 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
         raise IndexError(f'index_add_(): Index is supposed to be a vector, got shape '
                          f'{tuple(idx.shape)}')
     idx = idx.reshape(-1).astype(np.int64)
-    dim = _norm_dim(int(dim), d.ndim, 'index_add')
+    dim = _norm_dim(dim, d.ndim, 'index_add')
     shape = d.shape if d.ndim else (1,)
     sshape = sd.shape if sd.ndim else (1,)
     if len(sshape) != len(shape) or builtins.any(
@@ -773,6 +805,8 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None,
     """A random permutation of ``0 .. n-1`` (int64; seeded by ``tape.manual_seed``)."""
     from . import _rng
     rng = generator._rng if generator is not None else _rng[0]
+    if n < 0:
+        raise RuntimeError(f'randperm: Trying to create tensor with negative dimension {n}: [{n}]')
     arr = rng.permutation(int(n)).astype(np.int64 if dtype is None else np.dtype(dtype))
     t = _leaf(arr)
     if requires_grad:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _dtypes
 from ._ops import _binary, _broadcast_error, _const, _np_sigmoid, _record_unary, _shape_str, \
-    _unary
+    _unary, check_broadcast
 from ._rules import OP
 from ._structural import record_where
 from ._tape import grad_mode, note_value_use
@@ -214,6 +214,7 @@ def _clamp_tensor(a, lo, hi):
     # torch.clamp with tensor bounds: where(a < lo, lo, a), then where(. > hi, hi, .);
     # NaN in a stays NaN (the comparisons are False)
     note_value_use('clamp')
+    check_broadcast('clamp', a, lo, hi)
     y = a
     if lo is not None:
         lo = _t(lo, a)
@@ -401,8 +402,16 @@ def equal(a, b):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return bool(np.allclose(_t(a)._data, _t(b)._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    a, b = _t(a), _t(b)
+    try:
+        return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    except ValueError:
+        raise _broadcast_error('allclose', a, b) from None
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return _leaf(np.isclose(_t(a)._data, _t(b)._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    a, b = _t(a), _t(b)
+    try:
+        return _leaf(np.isclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    except ValueError:
+        raise _broadcast_error('isclose', a, b) from None

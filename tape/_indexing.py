@@ -33,9 +33,12 @@ def _index_array(index, opname):
     return d.astype(np.int64, copy=False)
 
 
-def _check_range(idx, size, dim, opname, shape, error=IndexError):
-    if idx.size and (idx.max() >= size or idx.min() < -size):
-        bad = idx[(idx >= size) | (idx < -size)].reshape(-1)[0]
+def _check_range(idx, size, dim, opname, shape, error=IndexError, negative=True):
+    """Raise for an index out of [-size, size), or of [0, size) where PyTorch takes
+    no negative index (``negative=False``: gather, scatter, index_select)."""
+    low = -size if negative else 0
+    if idx.size and (idx.max() >= size or idx.min() < low):
+        bad = idx[(idx >= size) | (idx < low)].reshape(-1)[0]
         raise error(f'{opname}(): index {bad} is out of bounds for dimension {dim} with '
                          f'size {size} (tensor of shape {tuple(shape)})')
 
@@ -48,11 +51,11 @@ def index_select(a, dim, index):
         raise IndexError(f'index_select(): Index is supposed to be a vector, got shape '
                          f'{tuple(idx.shape)}')
     if d.ndim == 0:
-        _check_range(idx, 1, 0, 'index_select', d.shape)
+        _check_range(idx, 1, 0, 'index_select', d.shape, negative=False)
         return take_as('index_select', a, d.reshape(1)[idx.reshape(-1) * 0].reshape(idx.shape),
                        np.zeros(idx.shape, np.int64))
-    dim = _norm_dim(int(dim), d.ndim, 'index_select')
-    _check_range(idx, d.shape[dim], dim, 'index_select', d.shape)
+    dim = _norm_dim(dim, d.ndim, 'index_select')
+    _check_range(idx, d.shape[dim], dim, 'index_select', d.shape, negative=False)
     flat = idx.reshape(-1)
     out = np.take(d, flat, axis=dim)
     return take_as('index_select', a, out, np.take(_flat_index(d.shape), flat, axis=dim))
@@ -70,7 +73,7 @@ def _gather_positions(shape, dim, idx, opname):
             raise RuntimeError(f'{opname}(): Size does not match at dimension {k} expected '
                                f'index {_shape_str(idx.shape)} to be smaller than self '
                                f'{_shape_str(shape)} apart from dimension {dim}')
-    _check_range(idx, shape[dim], dim, opname, shape, RuntimeError)    # as PyTorch
+    _check_range(idx, shape[dim], dim, opname, shape, RuntimeError, False)    # as PyTorch
     grids = list(np.indices(idx.shape, dtype=np.int64))
     grids[dim] = np.where(idx < 0, idx + shape[dim], idx)
     return np.ravel_multi_index(grids, shape) if idx.size else np.zeros(idx.shape, np.int64)
@@ -80,7 +83,7 @@ def gather(a, dim, index):
     a = _t(a)
     d = np.asarray(a._data)
     idx = _index_array(index, 'gather')
-    dim = _norm_dim(int(dim), d.ndim, 'gather')
+    dim = _norm_dim(dim, d.ndim, 'gather')
     pos = _gather_positions(d.shape, dim, idx, 'gather')
     return take_as('gather', a, d.reshape(-1)[pos].reshape(idx.shape), pos)
 
@@ -99,7 +102,7 @@ def _scatter_write(a, dim, index, src, opname):
     """(flat target positions, source values (flat), source tensor or None)."""
     d = np.asarray(a._data)
     idx = _index_array(index, opname)
-    dim = _norm_dim(int(dim), d.ndim, opname)
+    dim = _norm_dim(dim, d.ndim, opname)
     tgt = _gather_positions(d.shape, dim, idx, opname).reshape(-1)
     if isinstance(src, Tensor):
         sd = np.asarray(src._data)
@@ -204,7 +207,7 @@ def setitem(a, key, value):
     tape = a._tape
     if tape is not None:
         # records made so far that saved a's data by reference now see new values
-        tape.dirty = (tape.dirty or []) + [(a._goff, tape.n)]
+        tape.add_dirty(a._goff, tape.n)
     if grad_mode.enabled and (tape is not None or vrg):
         before = _ops._leaf_view_of(a)
         flat = np.asarray(pos, dtype=np.int64).reshape(-1)

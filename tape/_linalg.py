@@ -60,11 +60,16 @@ def _mismatch(a_shape, b_shape):
 
 def matmul(a, b):
     """``a @ b`` with PyTorch's rules for every rank (errors name both shapes)."""
+    a0, b0 = a, b
     a = _t(a)
     b = _t(b, a)
     sa, sb = np.shape(a._data), np.shape(b._data)
     na, nb = len(sa), len(sb)
     if na == 0 or nb == 0:
+        for x in (a0, b0):
+            if not isinstance(x, (Tensor, np.ndarray, list, tuple)):
+                raise TypeError(f'matmul(): argument must be Tensor, not {type(x).__name__} '
+                                f'(shapes {list(sa)} and {list(sb)})')
         raise RuntimeError(f'matmul: both arguments to matmul need to be at least 1D, but they '
                            f'are {na}D and {nb}D')
     k_b = sb[0] if nb == 1 else sb[-2]

@@ -7,6 +7,7 @@ one per structural kind) so that the hot path stays short and the record
 format lives in one place (see tape/_tape.py for the format).
 """
 import operator
+import types
 
 import numpy as np
 
@@ -419,6 +420,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
     uf = _UFUNCS.get(npf)
     # the inline path records the constant in the record and saves nothing else
     slow_const = sop is None or s_saves_a or s_saves_out
+    strict = False      # True in fwd.method (see _as_method)
 
     def fwd(a, b):
         tb = type(b)
@@ -540,6 +542,9 @@ def _binary(name, scalar_name, rscalar_name, npf):
         if isinstance(b, Tensor):
             return fwd(a, b)
         if not _is_array_like(b):
+            if strict:
+                raise TypeError(f"{name}(): argument 'other' (position 1) must be Tensor, not "
+                                f'{type(b).__name__}')
             return NotImplemented
         return fwd(a, _const(b, a))
 
@@ -563,7 +568,20 @@ def _binary(name, scalar_name, rscalar_name, npf):
 
     fwd.__name__ = name
     rfwd.__name__ = 'r' + name
+    fwd.method = _as_method(fwd)
     return fwd, rfwd
+
+
+def _as_method(fwd):
+    """``fwd`` for ``Tensor.<op>``: the same code and cells but ``strict``, so
+    that where the operator returns NotImplemented (for Python to try the
+    reflected operator) the method raises PyTorch's TypeError; no cost per call."""
+    code = fwd.__code__
+    cells = tuple(types.CellType(True) if v == 'strict' else c
+                  for v, c in zip(code.co_freevars, fwd.__closure__))
+    m = types.FunctionType(code, fwd.__globals__, fwd.__name__, fwd.__defaults__, cells)
+    m.__qualname__ = fwd.__qualname__
+    return m
 
 
 def _integer_pow(ad, bd):
@@ -582,10 +600,44 @@ def _is_array_like(x):
 
 
 def _broadcast_error(name, a, b):
-    return RuntimeError(
-        f'{name}: The size of tensor a ({_shape_str(a._data.shape)}) must match the size of '
-        f'tensor b ({_shape_str(b._data.shape)}): shapes {tuple(a._data.shape)} and '
-        f'{tuple(b._data.shape)} cannot be broadcast together')
+    return shapes_error(name, np.shape(a._data), np.shape(b._data))
+
+
+def shapes_error(name, sa, sb):
+    """PyTorch's RuntimeError for shapes ``sa`` and ``sb`` that do not broadcast,
+    naming the op, the first (rightmost) mismatching dimension and both shapes."""
+    n = max(len(sa), len(sb))
+    pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    for i in range(n - 1, -1, -1):
+        if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
+            return RuntimeError(
+                f'{name}: The size of tensor a ({pa[i]}) must match the size of tensor b '
+                f'({pb[i]}) at non-singleton dimension {i} (shapes {_shape_str(sa)} and '
+                f'{_shape_str(sb)})')
+    return RuntimeError(f'{name}: shapes {_shape_str(sa)} and {_shape_str(sb)} cannot be '
+                        'broadcast together')
+
+
+def check_broadcast(name, *xs):
+    """The broadcast shape of ``xs`` (tensors, arrays or numbers; None skipped), or
+    PyTorch's RuntimeError: composite ops call it before recording anything, so a
+    mismatch leaves no half-made records behind."""
+    return check_shapes(name, *[np.shape(x._data if isinstance(x, Tensor) else x)
+                                for x in xs if x is not None])
+
+
+def check_shapes(name, *shapes):
+    """``check_broadcast`` for shapes given as tuples."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        acc = shapes[0]
+        for s in shapes[1:]:
+            try:
+                acc = np.broadcast_shapes(acc, s)
+            except ValueError:
+                raise shapes_error(name, acc, s) from None
+        raise
 
 
 # operator.* rather than np.* ufuncs: on NumPy scalars the operator is ~10x faster
@@ -685,14 +737,20 @@ abs_ = _unary('abs', np.abs)
 
 # ------------------------------------------------------------ reductions
 def _dims(dim, ndim, opname):
-    if isinstance(dim, (list, tuple)):
-        seen = [_norm_dim(int(d), ndim, opname) for d in dim]
-        ds = tuple(sorted(set(seen)))
-        if len(ds) != len(seen):
-            dup = next(d for i, d in enumerate(seen) if d in seen[:i])
-            raise RuntimeError(f'dim {dup} appears multiple times in the list of dims')
-    else:
-        ds = (_norm_dim(int(dim), ndim, opname),)
+    try:
+        if isinstance(dim, (list, tuple)):
+            seen = [_norm_dim(operator.index(d), ndim, opname) for d in dim]
+            ds = tuple(sorted(set(seen)))
+            if len(ds) != len(seen):
+                dup = next(d for i, d in enumerate(seen) if d in seen[:i])
+                raise RuntimeError(f'dim {dup} appears multiple times in the list of dims')
+        else:
+            ds = (_norm_dim(operator.index(dim), ndim, opname),)
+    except TypeError:
+        bad = next((d for d in dim if not hasattr(d, '__index__')), dim) \
+            if isinstance(dim, (list, tuple)) else dim
+        raise TypeError(f"{opname}(): argument 'dim' must be int or tuple of ints, not "
+                        f'{type(bad).__name__}') from None
     return ds
 
 
@@ -780,10 +838,27 @@ def _check_expand(a, shape, opname='expand'):
     return tuple(full)
 
 
-def _sizes(args):
+def _sizes(args, opname='view', argname='size'):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(int(s) for s in args[0])
-    return tuple(int(s) for s in args)
+        args = args[0]
+    try:
+        return tuple(map(operator.index, args))
+    except TypeError:
+        raise size_type_error(opname, argname, args) from None
+
+
+def size_type_error(opname, argname, args):
+    """PyTorch's TypeError for a size or dims argument holding a non-integer."""
+    if not isinstance(args, (tuple, list)):
+        return TypeError(f"{opname}(): argument '{argname}' must be tuple of ints, "
+                         f"not {type(args).__name__}")
+    for i, s in enumerate(args):
+        try:
+            operator.index(s)
+        except TypeError:
+            return TypeError(f"{opname}(): argument '{argname}' must be tuple of ints, but "
+                             f"found element of type {type(s).__name__} at pos {i}")
+    return TypeError(f"{opname}(): argument '{argname}' must be tuple of ints")
 
 
 _EXPANDS = {}        # (source shape, requested sizes) -> checked full shape
@@ -792,7 +867,7 @@ _SMALL_COPY = 4096   # below this many elements a copy beats np.broadcast_to's v
 
 def expand(a, *sizes):
     d = a._data
-    shape = sizes[0] if len(sizes) == 1 and type(sizes[0]) is tuple else _sizes(sizes)
+    shape = sizes[0] if len(sizes) == 1 and type(sizes[0]) is tuple else _sizes(sizes, 'expand')
     if shape != d.shape:
         # the check is pure Python over the dims: remember shapes that passed
         key = (d.shape, shape)
@@ -861,7 +936,7 @@ def reshape(a, *shape):
     ViewBackward0 (contiguous input), ReshapeAliasBackward0 (a strided view that
     can still be viewed), UnsafeViewBackward0 (the elements had to be copied)."""
     d = a._data
-    shape = _infer_shape(_sizes(shape), d.size, 'reshape', d.shape)
+    shape = _infer_shape(_sizes(shape, 'reshape', 'shape'), d.size, 'reshape', d.shape)
     out = np.reshape(d, shape)
     if type(d) is not np.ndarray or d.flags.c_contiguous:
         return _as_view(_view_record(a, out, 'reshape'), a, lambda m: m.reshape(shape))
@@ -895,12 +970,34 @@ def view(a, *shape):
     return res
 
 
+_GRIDS = {}
+_GRID_MAX = 1 << 20      # elements: larger grids are made for each use
+
+
+def flat_index(shape):
+    """``arange(size).reshape(shape)``, read-only and cached by shape: an index op
+    picks its input positions from it.  Cached because a loop of ``x[i]`` would
+    otherwise build a grid of all of ``x`` per op (and a row's positions, a view
+    of that grid, would keep each one alive)."""
+    g = _GRIDS.get(shape)
+    if g is None:
+        n = 1
+        for s in shape:
+            n *= int(s)
+        g = np.arange(n, dtype=_I64).reshape(shape)
+        if n <= _GRID_MAX:
+            g.flags.writeable = False
+            if len(_GRIDS) >= 256:
+                _GRIDS.clear()
+            _GRIDS[tuple(shape)] = g
+    return g
+
+
 def _take_record(a, out, name, key_fn):
     """Record an op whose output elements are input elements picked by ``key_fn``."""
     if a._rg and (not _OFF[0] or grad_mode.enabled):
         d = a._data
-        idx = np.ascontiguousarray(key_fn(np.arange(d.size, dtype=_I64).reshape(d.shape)),
-                                   dtype=_I64).ravel()
+        idx = np.ascontiguousarray(key_fn(flat_index(d.shape)), dtype=_I64).ravel()
         return _record_struct(OP[name], a, out, x=d.size, attrs=idx)
     return _leaf(out)
 
@@ -940,7 +1037,7 @@ def transpose(a, dim0, dim1):
 
 def permute(a, *dims):
     d = a._data
-    dims = _sizes(dims)
+    dims = _sizes(dims, 'permute', 'dims')
     if len(dims) != d.ndim:
         raise RuntimeError(f'permute(sparse_coo): number of dimensions in the tensor input does '
                            f'not match the length of the desired ordering of dimensions i.e. '
@@ -965,13 +1062,26 @@ def _unwrap_key(key):
     return key
 
 
+def _index_error(e, key, d):
+    """NumPy's IndexError in PyTorch's words (dimension, not axis), or PyTorch's
+    TypeError for a key of a type no index takes (a string)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    for k in keys:
+        if isinstance(k, (str, bytes)):
+            return TypeError(f"index: invalid index type '{type(k).__name__}' "
+                             f'(tensor of shape {tuple(d.shape)})')
+    msg = str(e).replace(' for axis ', ' for dimension ').replace('indexing arrays',
+                                                                   'indexing tensors')
+    return IndexError(f'index: {msg} (tensor of shape {tuple(d.shape)})')
+
+
 def getitem(a, key):
     k = _unwrap_key(key)
     d = a._data
     try:
         out = np.asarray(d)[k]
     except IndexError as e:
-        raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
+        raise _index_error(e, key, d) from None
     if type(out) is not np.ndarray:
         # every dimension picked by an integer: a 0-d view, as PyTorch's x[0]
         # (NumPy gives a scalar copy; the Ellipsis asks it for a view)
@@ -1067,12 +1177,13 @@ def put_flat(a, idx, size):
 
 # ------------------------------------------------------- linear algebra
 def mm(a, b):
+    a0, b0 = a, b
     a = a if type(a) is Tensor else _const(a)
     b = b if type(b) is Tensor else _const(b, a)
     ad, bd = a._data, b._data
     sa, sb = ad.shape, bd.shape
     if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0] or ad.dtype != bd.dtype:
-        _mm_error(ad, bd)
+        _mm_error(ad, bd, a0, b0)
     out = ad @ bd
     if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
         return _leaf(out)
@@ -1108,7 +1219,11 @@ def mm(a, b):
     return _result(out, tape, slot)
 
 
-def _mm_error(ad, bd):
+def _mm_error(ad, bd, a0=None, b0=None):
+    for arg, pos, x in (('input', 1, a0), ('mat2', 2, b0)):
+        if x is not None and not isinstance(x, (Tensor, np.ndarray, list, tuple)):
+            raise TypeError(f"mm(): argument '{arg}' (position {pos}) must be Tensor, not "
+                            f'{type(x).__name__}')
     if ad.ndim != 2:
         raise RuntimeError(f'mm: self must be a matrix, got a {ad.ndim}-D tensor of shape '
                            f'{tuple(ad.shape)}')
@@ -1177,7 +1292,12 @@ def inplace(a, name, other=None, alpha=None):
     elif name == 'fill':
         value = np.full_like(d, od)
     elif name == 'copy':
-        value = np.broadcast_to(np.asarray(od, dtype=d.dtype), d.shape)
+        try:
+            value = np.broadcast_to(np.asarray(od, dtype=d.dtype), d.shape)
+        except ValueError:
+            if _is_array_like(od) or isinstance(od, np.generic):
+                raise shapes_error('copy_', d.shape, np.shape(od)) from None
+            raise
     else:
         # PyTorch computes in the promoted type and refuses to write it back into
         # a's dtype unless the cast is within a kind (int64 * 1.5 is Float: refused)
@@ -1199,7 +1319,7 @@ def inplace(a, name, other=None, alpha=None):
     tape = a._tape
     if tape is not None:
         # records made so far that saved a's data by reference now see new values
-        tape.dirty = (tape.dirty or []) + [(a._goff, tape.n)]
+        tape.add_dirty(a._goff, tape.n)
     elif a._extra is not None and 'alias_of' in a._extra:
         ref, slot = a._extra['alias_of']      # a detached view of a graph tensor
         alias_tape = ref()
@@ -1207,7 +1327,7 @@ def inplace(a, name, other=None, alpha=None):
             slot = _shift_slot(slot, alias_tape.gshift)
             alias_tape = alias_tape.alias
         if alias_tape is not None:
-            alias_tape.dirty = (alias_tape.dirty or []) + [(slot, alias_tape.n)]
+            alias_tape.add_dirty(slot, alias_tape.n)
     if (not _OFF[0] or grad_mode.enabled) and (a._tape is not None or (isinstance(other, Tensor) and other._rg)):
         # the in-place op enters the graph: record it out of place on a snapshot
         # of a, then rebind a to the new record's slot
@@ -1266,7 +1386,7 @@ def inplace_apply(a, fn, *args, **kwargs):
     d = _storage(a)
     tape = a._tape
     if tape is not None:
-        tape.dirty = (tape.dirty or []) + [(a._goff, tape.n)]
+        tape.add_dirty(a._goff, tape.n)
     res = fn(_leaf_view_of(a), *args, **kwargs)
     value = np.asarray(res._data)
     if value.shape != d.shape:

@@ -49,7 +49,7 @@ def take_as(name, a, out, index):
 
 
 def _flat_index(shape):
-    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    return _ops.flat_index(tuple(int(s) for s in shape))
 
 
 def _one_dim(dim, ndim, opname):
@@ -57,7 +57,7 @@ def _one_dim(dim, ndim, opname):
         if len(dim) != 1:
             raise RuntimeError(f'{opname}: expected a single dim, got {tuple(dim)}')
         dim = dim[0]
-    return _norm_dim(int(dim), ndim, opname)
+    return _norm_dim(dim, ndim, opname)
 
 
 # ------------------------------------------------------- cumsum, cumprod
@@ -68,14 +68,14 @@ def _cum(opname, npf, record):
         if dtype is not None:
             a = _ops.to(a, dtype)
             d = a._data
-        dim = _norm_dim(int(dim), np.ndim(d), opname)
+        dim = _norm_dim(dim, np.ndim(d), opname)
         if np.ndim(d) == 0:
             return _ops.reshape(f(_ops.reshape(a, 1), 0), ())
         out = npf(d, axis=dim)
         if out.dtype.kind == 'b' or (out.dtype.kind in 'iu' and out.dtype != np.int64):
             out = out.astype(np.int64)
         return record(a, out, dim)
-    f.__name__ = opname
+    f.__name__ = f.__qualname__ = opname
     return f
 
 
@@ -267,6 +267,9 @@ def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance with PyTorch's ``correction`` (1 by default: Bessel's)."""
     a = _t(a)
     d = np.asarray(a._data)
+    if d.dtype.kind not in 'fc':
+        raise RuntimeError(f'var: std and var only support floating point and complex dtypes '
+                           f'(got {d.dtype} of shape {tuple(d.shape)})')
     dims, corr = _var_args(dim, unbiased, correction, d.ndim, 'var')
     count = d.size if dims is None else int(np.prod([d.shape[k] for k in dims]))
     denom = count - corr if count - corr > 0 else 0.0
@@ -389,7 +392,7 @@ def _bool_reduce(npf, a, dim, keepdim, opname):
         return _leaf(np.bool_(npf(d)))
     if d.ndim == 0:         # dim 0 or -1 of a 0-d tensor is the tensor itself, as in PyTorch
         for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):
-            _norm_dim(int(k), 1, opname)
+            _norm_dim(k, 1, opname)
         return _leaf(np.bool_(npf(d)))
     return _leaf(npf(d, axis=_dims(dim, d.ndim, opname), keepdims=keepdim))
 

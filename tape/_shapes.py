@@ -63,7 +63,7 @@ def squeeze(a, dim=None):
         new = tuple(s for s in shape if s != 1)
     else:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        drop = {_norm_dim(int(k), len(shape), 'squeeze') for k in dims}
+        drop = {_norm_dim(k, len(shape), 'squeeze') for k in dims}
         new = tuple(s for i, s in enumerate(shape) if not (i in drop and s == 1))
     return _reshaped_view('squeeze', a, new)
 
@@ -89,7 +89,7 @@ def unsqueeze(a, dim):
     a = _t(a)
     d = a._data
     shape = np.shape(d)
-    k = _norm_dim(int(dim), len(shape) + 1, 'unsqueeze')
+    k = _norm_dim(dim, len(shape) + 1, 'unsqueeze')
     return _reshaped_view('unsqueeze', a, shape[:k] + (1,) + shape[k:])
 
 
@@ -98,8 +98,8 @@ def movedim(a, source, destination):
     nd = np.ndim(a._data)
     src = source if isinstance(source, (tuple, list)) else (source,)
     dst = destination if isinstance(destination, (tuple, list)) else (destination,)
-    src = [_norm_dim(int(s), nd, 'movedim') for s in src]
-    dst = [_norm_dim(int(s), nd, 'movedim') for s in dst]
+    src = [_norm_dim(s, nd, 'movedim') for s in src]
+    dst = [_norm_dim(s, nd, 'movedim') for s in dst]
     perm = [n for n in range(nd) if n not in src]
     for dest, s in sorted(zip(dst, src)):
         perm.insert(dest, s)
@@ -112,7 +112,7 @@ def swapaxes(a, dim0, dim1):
 
 def repeat(a, *sizes):
     a = _t(a)
-    reps = _sizes(sizes)
+    reps = _sizes(sizes, 'repeat', 'repeats')
     d = np.asarray(a._data)
     if len(reps) < d.ndim:
         raise RuntimeError(f'repeat: Number of dimensions of repeat dims ({len(reps)}) can not be '
@@ -128,7 +128,7 @@ def repeat(a, *sizes):
 
 def tile(a, dims):
     a = _t(a)
-    dims = tuple(int(x) for x in (dims if isinstance(dims, (tuple, list)) else (dims,)))
+    dims = _sizes((dims,), 'tile', 'dims')
     nd = np.ndim(a._data)
     if len(dims) < nd:
         dims = (1,) * (nd - len(dims)) + dims
@@ -138,8 +138,7 @@ def tile(a, dims):
 def flip(a, dims):
     a = _t(a)
     d = np.asarray(a._data)
-    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
-    ds = tuple(sorted({_norm_dim(int(k), d.ndim, 'flip') for k in dims}))
+    ds = _ops._dims(dims, d.ndim, 'flip')
     if d.ndim == 0:
         return _view_as('view', a, a._data)
     out = np.flip(d, ds).copy()
@@ -159,7 +158,7 @@ def narrow(a, dim, start, length):
     d = np.asarray(a._data)
     if d.ndim == 0:
         raise RuntimeError('narrow() cannot be applied to a 0-dim tensor.')
-    dim = _norm_dim(int(dim), d.ndim, 'narrow')
+    dim = _norm_dim(dim, d.ndim, 'narrow')
     size = d.shape[dim]
     start = int(start)
     if start < 0:
@@ -195,7 +194,7 @@ def _split_sizes(size, split_size_or_sections, dim, shape):
 def split(a, split_size_or_sections, dim=0):
     a = _t(a)
     d = np.asarray(a._data)
-    dim = _norm_dim(int(dim), d.ndim, 'split')
+    dim = _norm_dim(dim, d.ndim, 'split')
     sizes = _split_sizes(d.shape[dim], split_size_or_sections, dim, d.shape)
     idx = _flat_index(d.shape)
     parts = []
@@ -217,7 +216,7 @@ def chunk(a, chunks, dim=0):
     d = np.asarray(a._data)
     if chunks <= 0:
         raise RuntimeError(f'chunk expects `chunks` to be greater than 0, got: {chunks}')
-    dim = _norm_dim(int(dim), d.ndim, 'chunk')
+    dim = _norm_dim(dim, d.ndim, 'chunk')
     size = d.shape[dim]
     step = -(-size // chunks) if size else 0
     if step == 0:
@@ -228,7 +227,7 @@ def chunk(a, chunks, dim=0):
 def unbind(a, dim=0):
     a = _t(a)
     d = np.asarray(a._data)
-    dim = _norm_dim(int(dim), d.ndim, 'unbind')
+    dim = _norm_dim(dim, d.ndim, 'unbind')
     idx = _flat_index(d.shape)
     out = []
     for i in range(d.shape[dim]):
@@ -246,6 +245,9 @@ def cat(tensors, dim=0):
     >>> tape.cat([tape.zeros(1, 2), tape.ones(2, 2)]).shape
     tape.Size([3, 2])
     """
+    if isinstance(tensors, Tensor):
+        raise TypeError("cat(): argument 'tensors' (position 1) must be tuple of Tensors, not "
+                        f'Tensor (got one tensor of shape {tuple(np.shape(tensors._data))})')
     ts = [_t(x) for x in tensors]
     if not ts:
         raise ValueError('cat(): expected a non-empty list of Tensors')
@@ -255,7 +257,7 @@ def cat(tensors, dim=0):
     if len(ref) == 0:
         raise RuntimeError('cat(): zero-dimensional tensor (at position 0) cannot be '
                            'concatenated')
-    dim = _norm_dim(int(dim), len(ref), 'cat')
+    dim = _norm_dim(dim, len(ref), 'cat')
     for i, x in enumerate(live):
         s = np.shape(x._data)
         if len(s) != len(ref):
@@ -309,7 +311,7 @@ def stack(tensors, dim=0):
             raise RuntimeError(f'stack expects each tensor to be equal size, but got '
                                f'{_shape_str(ref)} at entry 0 and {_shape_str(np.shape(x._data))} '
                                f'at entry {i}')
-    dim = _norm_dim(int(dim), len(ref) + 1, 'stack')
+    dim = _norm_dim(dim, len(ref) + 1, 'stack')
     return cat([unsqueeze(x, dim) for x in ts], dim)
 
 

@@ -193,6 +193,12 @@ class Tape:
             box = t._vbox = [0]
         self.boxes.append((box, box[0], self.n if rec is None else rec))
 
+    def add_dirty(self, slot, at):
+        """Slot ``slot`` was changed in place before record ``at`` was made."""
+        if self.dirty is None:
+            self.dirty = []
+        self.dirty.append((slot, at))
+
     def check_versions(self, R, used):
         """Raise if a tensor saved by a record this sweep used was changed in place.
 
@@ -208,23 +214,24 @@ class Tape:
                     f'{RULES[R[k, 0] & ~BIG_FLAG].node} (record {k}) is at version '
                     f'{box[0]}; expected version {version} instead. Hint: the tensor was '
                     'changed in place after the op used it; change a copy (clone()) instead.')
-        for slot, at in self.dirty or ():
-            for k in range(min(at, len(R))):
-                if not used[k]:
-                    continue
-                rule = RULES[R[k, 0] & ~BIG_FLAG]
-                if rule.kind == 'elementwise':
-                    uses = ((R[k, 3] == slot and 'a' in rule.saves) or
-                            (R[k, 4] == slot and 'b' in rule.saves) or
-                            (R[k, 1] == slot and 'out' in rule.saves))
-                else:       # structural kinds that save values: the slots they save
-                    uses = KIND_FIELDS[rule.kind][2] and any(
-                        R[k, f] == slot for f in _SAVED_FIELDS.get(rule.kind, (1, 3, 4)))
-                if uses:
-                    raise RuntimeError(
-                        'one of the variables needed for gradient computation has '
-                        'been modified by an inplace operation: the tensor saved by '
-                        f'{rule.node} (record {k}) was changed after it was saved.')
+        if not self.dirty:
+            return
+        # records before each change that read the changed slot's saved value
+        # (vectorized: a loop writing into a graph tensor makes many entries)
+        ops = R[:, 0] & ~BIG_FLAG
+        checks = [(_SAVED_AT[f][ops], R[:, f]) for f in (1, 3, 4)]
+        live = np.asarray(used[:len(R)], bool)
+        order = np.arange(len(R))
+        for slot, at in self.dirty:
+            hit = live & (order < at) & ((checks[0][0] & (checks[0][1] == slot)) |
+                                         (checks[1][0] & (checks[1][1] == slot)) |
+                                         (checks[2][0] & (checks[2][1] == slot)))
+            if hit.any():
+                k = int(np.argmax(hit))
+                raise RuntimeError(
+                    'one of the variables needed for gradient computation has '
+                    'been modified by an inplace operation: the tensor saved by '
+                    f'{RULES[ops[k]].node} (record {k}) was changed after it was saved.')
 
     def dead_mask(self):
         """uint8 per record, 1 where dead (None when nothing is).
@@ -325,6 +332,22 @@ def resolve(t):
 # tensors check their own versions (tape/autograd/function.py), so changing
 # its output in place does not make its record stale.
 _SAVED_FIELDS = {'mm': (3, 4), 'bmm': (3, 4), 'lse': (3, 1), 'cumprod': (3, 1), 'python': ()}
+
+
+
+def _saved_at(field):
+    """Per opcode: does the record save the value of the slot in ``field``?"""
+    out = []
+    for r in RULES:
+        if r.kind == 'elementwise':
+            out.append({1: 'out', 3: 'a', 4: 'b'}[field] in r.saves)
+        else:
+            out.append(bool(KIND_FIELDS[r.kind][2])
+                       and field in _SAVED_FIELDS.get(r.kind, (1, 3, 4)))
+    return np.array(out, bool)
+
+
+_SAVED_AT = {f: _saved_at(f) for f in (1, 3, 4)}
 
 # Ops whose PyTorch nodes save something (a wrapped scalar, indices, a mask)
 # that the tape keeps as a record field or an attribute instead: PyTorch frees

@@ -11,6 +11,7 @@ arithmetic about ten times faster.  Anything that needs real storage (``.data``,
 in-place ops) first turns it into a 0-d array.
 """
 import math
+import operator
 
 import numpy as np
 
@@ -439,11 +440,23 @@ class Size(tuple):
 
 
 def _norm_dim(dim, ndim, opname):
+    if type(dim) is not int:
+        dim = _index_arg(dim, opname, 'dim')
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(f'{opname}: Dimension out of range (expected to be in range of '
                          f'[{-n}, {n - 1}], but got {dim})')
     return dim + n if dim < 0 else dim
+
+
+def _index_arg(x, opname, argname):
+    """``x`` as an int (a NumPy integer or a one-element integer tensor counts), or
+    PyTorch's TypeError naming the op and the argument."""
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{opname}(): argument '{argname}' must be int, not "
+                        f'{type(x).__name__}') from None
 
 
 _TNEW = object.__new__

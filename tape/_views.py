@@ -101,8 +101,8 @@ def check_inplace(t, opname, grad_enabled):
 def positions(base, fn):
     """Per element of the view ``fn`` makes, its flat position in ``base``."""
     d = base._data
-    return np.ascontiguousarray(fn(np.arange(np.size(d), dtype=np.int64).reshape(np.shape(d))),
-                                dtype=np.int64).reshape(-1)
+    from ._ops import flat_index
+    return np.ascontiguousarray(fn(flat_index(np.shape(d))), dtype=np.int64).reshape(-1)
 
 
 def snapshot_base(t, involved):
@@ -173,7 +173,7 @@ def mark_dirty(base, written=None):
             if tape.alias is not None:
                 from ._tape import resolve
                 tape = resolve(m)
-            tape.dirty = (tape.dirty or []) + [(m._goff, tape.n)]
+            tape.add_dirty(m._goff, tape.n)
             if tape not in tapes:
                 tapes.append(tape)
     if type(base._data) is np.ndarray:

@@ -89,6 +89,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         # gets retain_grad() (so, as there, later backwards fill it too)
         from .._hooks import retain_grad
         ins = _seq(inputs)
+        if not ins:
+            raise RuntimeError('`inputs` argument to `backward()` cannot be empty.')
         for x in ins:
             if x._tape is not None:
                 retain_grad(x)
@@ -113,6 +115,28 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     run(outputs, grads, retain_graph)
 
 
+def _unused_error(i, x):
+    return RuntimeError(f'The differentiated Tensor at index {i} appears to not have been used '
+                        'in the graph. Set allow_unused=True if this is the desired behavior. '
+                        f'(input {i}, shape {tuple(x._data.shape)})')
+
+
+def _check_reachable(outs, ins):
+    """Raise for an input that no output's tape holds, before the sweep frees
+    anything (PyTorch's engine runs no node for an unreachable input, so the
+    graph stays usable after the error)."""
+    from .._tape import resolve
+    tapes = [resolve(o) for o in outs if isinstance(o, Tensor) and o._tape is not None]
+    for i, x in enumerate(ins):
+        if any(x is o for o in outs):
+            continue
+        if x._tape is None:
+            if not any(id(x) in t.leafmap for t in tapes):
+                raise _unused_error(i, x)
+        elif resolve(x) not in tapes:
+            raise _unused_error(i, x)
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return the gradients of ``outputs`` with respect to ``inputs`` (a tuple).
@@ -122,12 +146,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     outs = _seq(outputs)
     ins = _seq(inputs)
     single = isinstance(inputs, Tensor)
+    if not ins:
+        raise RuntimeError('`inputs` argument to `grad()` cannot be empty.')
     for i, x in enumerate(ins):
         if not isinstance(x, Tensor):
             raise TypeError(f'grad: inputs[{i}] is a {type(x).__name__}, not a Tensor')
         if not x._rg:
             raise RuntimeError(f'One of the differentiated Tensors does not require grad '
                                f'(input {i}, shape {tuple(x._data.shape)})')
+    if not allow_unused and not materialize_grads:
+        _check_reachable(outs, ins)
     if retain_graph is None:
         retain_graph = create_graph
     grads = _seeds(outs, grad_outputs, create_graph)
@@ -145,10 +173,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if materialize_grads:
                 g = _leaf(np.zeros_like(ins[i]._data))
             elif not allow_unused:
-                raise RuntimeError('One of the differentiated Tensors appears to not have been '
-                                   'used in the graph. Set allow_unused=True if this is the '
-                                   f'desired behavior. (input {i}, shape '
-                                   f'{tuple(ins[i]._data.shape)})')
+                raise _unused_error(i, ins[i])
         out.append(g)
     del single
     return tuple(out)

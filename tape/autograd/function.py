@@ -382,7 +382,7 @@ class Function(metaclass=_FunctionMeta):
                 if o._tape is not None:
                     # records made so far that saved o's data by reference see new values
                     t0 = resolve(o)
-                    t0.dirty = (t0.dirty or []) + [(o._goff, index)]
+                    t0.add_dirty(o._goff, index)
                 rebound.append(o)
             slot = tape.alloc(o._data.size)
             o._rg = True

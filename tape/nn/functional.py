@@ -46,6 +46,9 @@ gelu = _ew.gelu
 silu = _ew.silu
 softplus = _ew.softplus
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
+    if min_val > max_val:
+        raise ValueError(f'hardtanh: min_val cannot be greater than max_val (got min_val='
+                         f'{min_val}, max_val={max_val})')
     return _maybe_inplace(_t(input), _ew.hardtanh, inplace, min_val, max_val)
 
 
@@ -105,7 +108,7 @@ def _no_int_result(*ts):
 def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     a = _float_input(input, dtype)
     nd = np.ndim(a._data)
-    dim = _softmax_dim(nd) if dim is None else _norm_dim(int(dim), nd, 'softmax')
+    dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'softmax')
     with np.errstate(all='ignore'):
         return _ops.exp(_shifted_log_softmax(a, dim))
 
@@ -113,7 +116,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     a = _float_input(input, dtype, 'log_softmax')
     nd = np.ndim(a._data)
-    dim = _softmax_dim(nd) if dim is None else _norm_dim(int(dim), nd, 'log_softmax')
+    dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'log_softmax')
     with np.errstate(all='ignore'):
         return _shifted_log_softmax(a, dim)
 
@@ -218,6 +221,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduce=None, reduction='mean', label_smoothing=0.0):
     """``nll_loss(log_softmax(input))`` for class indices; probabilities (a float
     ``target`` shaped like ``input``) and ``label_smoothing`` as in PyTorch."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f'cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: '
+                           f'{label_smoothing}')
     inp = _t(input)
     si = np.shape(inp._data)
     cdim = 0 if len(si) == 1 else 1
@@ -325,6 +331,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     si, st = np.shape(inp._data), np.shape(tgt._data)
     if si != st:
         raise ValueError(f'Target size ({st}) must be the same as input size ({si})')
+    _ops.check_broadcast('binary_cross_entropy_with_logits', tgt, pos_weight, weight)
     sp = _ew.softplus(_ops.neg(inp), 1.0, float('inf'))
     if pos_weight is not None:
         lw = _ops.add(_ops.mul(_ops.sub(_t(pos_weight, inp), 1.0), tgt), 1.0)
@@ -347,6 +354,8 @@ def linear(input, weight, bias=None):  # noqa: A002
                                f'({int(np.prod(si[:-1], dtype=np.int64)) if si else 1}x'
                                f'{si[-1] if si else 1} and {sw[1]}x{sw[0]}); input '
                                f'{tuple(si)}, weight {tuple(sw)}')
+        if bias is not None:
+            _ops.check_shapes('linear', si[:-1] + sw[:1], np.shape(_t(bias, input)._data))
         out = matmul(inp, _ops.t(w))
     if bias is not None:
         out = _ops.add(out, _t(bias, input))
@@ -389,7 +398,7 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):  # noqa
 def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
     a = _t(input)
     if dim is not None and not isinstance(dim, (tuple, list)):
-        _norm_dim(int(dim), np.ndim(a._data), 'normalize')     # (a 0-d input: [-1, 0])
+        _norm_dim(dim, np.ndim(a._data), 'normalize')     # (a 0-d input: [-1, 0])
     n = _red.vector_norm(a, p, dim, True)
     return _ops.div(a, _ew.clamp(n, min=eps))
 
@@ -682,7 +691,7 @@ def glu(input, dim=-1):  # noqa: A002
     _not_for(a, 'iub', 'glu_cpu')
     if not shape:
         raise RuntimeError('glu does not support scalars because halving size must be even')
-    dim = _norm_dim(int(dim), len(shape), 'glu')
+    dim = _norm_dim(dim, len(shape), 'glu')
     if shape[dim] % 2:
         raise RuntimeError(f'Halving dimension must be even, but dimension {dim} is size '
                            f'{shape[dim]}')
@@ -696,6 +705,8 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     if dim is None:
         _warnings.warn('Implicit dimension choice for softmin has been deprecated. Change the '
                        'call to include dim=X as an argument.', UserWarning, stacklevel=2)
+    else:
+        _norm_dim(dim, np.ndim(a._data), 'softmin')
     return softmax(_ops.neg(a), dim, dtype=dtype)
 
 
@@ -750,7 +761,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
         b = _ops.to(b, _dt_of(a))
     a, b = _broadcast_pair(a, b, 'cosine_similarity')
     nd = len(_shape_of(a))
-    dim = _norm_dim(int(dim), max(nd, 1), 'cosine_similarity') if nd else None
+    dim = _norm_dim(dim, max(nd, 1), 'cosine_similarity') if nd else None
     na = _red.vector_norm(a, 2, dim, True)
     nb = _red.vector_norm(b, 2, dim, True)
     na = _pass_through(na, np.maximum(na._data, eps))
@@ -837,6 +848,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction='mean',  # n
     inp, tgt = _t(input), _t(target, input)
     if _dt_of(inp).kind in 'iub' or _dt_of(tgt).kind in 'iub':
         raise RuntimeError('kl_div: Integral inputs not supported.')
+    _ops.check_broadcast('kl_div', inp, tgt)
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     else:
@@ -877,6 +889,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None,  # noqa: 
     """``x`` where ``target == 1``, ``max(0, margin - x)`` where ``target == -1``."""
     x, y = _t(input), _t(target, input)
     reduction = _checked_reduction(size_average, reduce, reduction)
+    _ops.check_broadcast('hinge_embedding_loss', x, y)
     zero = _leaf(np.zeros((), _dt_of(x)))
     note_value_use('hinge_embedding_loss')   # (the target's masks are baked in)
     yd = np.asarray(y._data)
@@ -904,6 +917,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  
     if not _shape_of(x):
         raise IndexError('Dimension specified as -1 but tensor has no dimensions')
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    _ops.check_broadcast('multilabel_soft_margin_loss', x, y, weight)
     loss = _ops.neg(_ops.add(_ops.mul(y, logsigmoid(x)),
                              _ops.mul(_ops.rsub(y, 1.0), logsigmoid(_ops.neg(x)))))
     if weight is not None:
@@ -931,6 +945,8 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None,  
     if td == 0 and not (len(_shape_of(a)) == 1 and len(_shape_of(b)) == 1):
         raise RuntimeError(f'0D target tensor expects 1D input tensors, but found inputs with '
                            f'sizes {list(_shape_of(a))} and {list(_shape_of(b))}.')
+    sab = _ops.check_broadcast('cosine_embedding_loss', a, b)
+    _ops.check_shapes('cosine_embedding_loss', sab[:td], _shape_of(y))
     prod = _ops.sum_(_ops.mul(a, b), td)
     m1 = _ops.add(_ops.sum_(_ops.mul(a, a), td), 1e-12)
     m2 = _ops.add(_ops.sum_(_ops.mul(b, b), td), 1e-12)
@@ -951,6 +967,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     x, y = _t(input), _t(target, input)
     _no_bool_sub(x)
     reduction = _checked_reduction(size_average, reduce, reduction)
+    _ops.check_broadcast('poisson_nll_loss', x, y)
     with np.errstate(all='ignore'):
         if log_input:
             loss = _ops.sub(_ops.exp(x), _ops.mul(y, x))
