@@ -108,10 +108,14 @@ class _Fallback:
         self.reason = reason
 
 
+MAX_SIGNATURES = 64
+
+
 class _Jit:
     def __init__(self, fn):
         self.fn = fn
-        self.plans = {}
+        self.plans = {}             # signature -> plan, at most MAX_SIGNATURES
+        self.evicting = False
         self.counts = {'traces': 0, 'replays': 0, 'eager': 0}
         self.untraced = {}          # why calls could not even be traced -> count
 
@@ -140,6 +144,16 @@ class _Jit:
         traced = plan is None
         if traced:
             self.counts['traces'] += 1
+            if len(self.plans) >= MAX_SIGNATURES and sig not in self.plans:
+                # a number argument that changes every call (a step size, a time)
+                # makes a signature per call: keep the newest, as a cache
+                del self.plans[next(iter(self.plans))]
+                if not self.evicting:
+                    self.evicting = True
+                    _log.info('jit: %s has more than %d signatures; a Python number '
+                              'that changes between calls is baked into each trace (pass '
+                              'it as a tensor to replay one trace)',
+                              getattr(self.fn, '__qualname__', self.fn), MAX_SIGNATURES)
             plan = self.plans[sig] = _trace(self.fn, args, kwargs)
             _log.info('jit: traced %s %s%s', getattr(self.fn, '__qualname__', self.fn),
                       'again (a constant, object or parameter it used changed)' if retrace

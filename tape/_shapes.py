@@ -275,6 +275,13 @@ def cat(tensors, dim=0):
     out = np.concatenate([np.asarray(x._data) for x in live], axis=dim).astype(dt, copy=False)
     if not (grad_mode.enabled and any(x._rg for x in live)):
         return _leaf(out)
+    if len(live) > 4:
+        # each piece's put below spans the whole result: join halves, so that
+        # many pieces (a stack of rows) cost size * log(pieces), not size * pieces
+        mid = len(live) // 2
+        r = cat([cat(live[:mid], dim), cat(live[mid:], dim)], dim)
+        r._data = out
+        return r
     pos = _flat_index(out.shape)
     total = None
     start = 0

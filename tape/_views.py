@@ -25,6 +25,10 @@ base, because the view functions only select and rearrange.
 import weakref
 
 import numpy as np
+try:
+    from numpy.lib.array_utils import byte_bounds
+except ImportError:                 # NumPy before 2.0
+    from numpy import byte_bounds
 
 from ._tensor import Tensor, _leaf
 
@@ -181,40 +185,84 @@ def mark_dirty(base, written=None):
             _mark_saved_overlaps(tape, base._data)
 
 
-def _mark_saved_overlaps(tape, memory):
-    """Mark stale every record of ``tape`` whose saved arrays may share ``memory``."""
-    from ._big import BIG_FLAG
-    from ._rules import KIND_FIELDS, RULES
-    R = np.frombuffer(tape.rec, np.int64).reshape(-1, 8)[:tape.n].copy()
-    stale = set()
-    for k in range(len(R)):                         # large records keep their arrays
-        if R[k, 0] & BIG_FLAG and R[k, 5] < len(tape.big):
-            for arr in tape.big[R[k, 5]].saved.values():
-                if isinstance(arr, np.ndarray) and np.may_share_memory(arr, memory):
-                    stale.add(k)
-    if tape.saved:
-        # small records: saved arrays are appended in record order, each record's
-        # from its V offset (field 5) on
-        base_off = tape.freed[0] if tape.freed is not None else 0
-        starts = []
-        for k in range(len(R)):
-            op = R[k, 0]
-            if op & BIG_FLAG:
+class _SavedMemory:
+    """Per tape: the byte range of every saved array and the record that saved
+    it, extended as the tape grows (an in-place loop over a graph tensor scans
+    once per op; rescanning every saved array each time was quadratic)."""
+    __slots__ = ('saved', 'nsaved', 'off', 'nrec', 'starts', 'lo', 'hi', 'rec', 'nbig',
+                 '__weakref__')
+
+    def __init__(self, tape):
+        self.saved = tape.saved         # the list object: replaced when the tape releases
+        self.nsaved = 0
+        self.off = tape.freed[0] if tape.freed is not None else 0
+        self.nrec = 0
+        self.starts = []                # (V offset, record) of records that save values
+        self.lo, self.hi, self.rec = [], [], []
+        self.nbig = 0
+
+    def extend(self, tape):
+        from ._big import BIG_FLAG
+        from ._rules import KIND_FIELDS, RULES
+        R = np.frombuffer(tape.rec, np.int64).reshape(-1, 8)[self.nrec:tape.n].copy()
+        for i, row in enumerate(R.tolist()):
+            k = self.nrec + i
+            op = row[0]
+            if op & BIG_FLAG:           # a large record keeps its arrays itself
+                if row[5] < len(tape.big):
+                    for arr in tape.big[row[5]].saved.values():
+                        self._add(arr, k)
                 continue
             rule = RULES[op]
             fields = KIND_FIELDS[rule.kind]
             if fields[0] and fields[2] and (rule.kind != 'elementwise' or rule.saves):
-                starts.append((int(R[k, 5]), k))
-        off = base_off
-        j = -1
-        for arr in tape.saved:
-            size = int(np.size(arr))
-            while j + 1 < len(starts) and starts[j + 1][0] <= off:
+                self.starts.append((row[5], k))
+        self.nrec = tape.n
+        # small records' saved arrays are appended in record order, each record's
+        # from its V offset (field 5) on
+        j = self._record_at(self.off)
+        for arr in tape.saved[self.nsaved:]:
+            while j + 1 < len(self.starts) and self.starts[j + 1][0] <= self.off:
                 j += 1
-            if j >= 0 and isinstance(arr, np.ndarray) and np.may_share_memory(arr, memory):
-                stale.add(starts[j][1])
-            off += size
-    for k in stale:
+            if j >= 0:
+                self._add(arr, self.starts[j][1])
+            self.off += int(np.size(arr))
+        self.nsaved = len(tape.saved)
+
+    def _record_at(self, off):
+        j = -1
+        while j + 1 < len(self.starts) and self.starts[j + 1][0] <= off:
+            j += 1
+        return j
+
+    def _add(self, arr, k):
+        if isinstance(arr, np.ndarray) and arr.size:
+            lo, hi = byte_bounds(arr)
+            self.lo.append(lo)
+            self.hi.append(hi)
+            self.rec.append(k)
+
+    def overlapping(self, memory):
+        """Records whose saved arrays may share ``memory`` (by byte range, as
+        ``np.may_share_memory`` decides)."""
+        if not self.rec or not memory.size:
+            return ()
+        lo, hi = byte_bounds(memory)
+        hit = (np.array(self.lo) < hi) & (np.array(self.hi) > lo)
+        return set(np.array(self.rec)[hit].tolist())
+
+
+_SCANS = weakref.WeakKeyDictionary()
+
+
+def _mark_saved_overlaps(tape, memory):
+    """Mark stale every record of ``tape`` whose saved arrays may share ``memory``."""
+    scan = _SCANS.get(tape)
+    if scan is None or scan.saved is not tape.saved or scan.nsaved > len(tape.saved) \
+            or scan.nrec > tape.n:
+        scan = _SCANS[tape] = _SavedMemory(tape)
+    scan.extend(tape)
+    for k in scan.overlapping(memory):
         tape.boxes.append(([1], 0, k))     # a version that no longer matches
 
 

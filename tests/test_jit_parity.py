@@ -404,3 +404,20 @@ def test_called_under_no_grad_matches_eager():
     with tape.no_grad():
         y = f(w, x)
     assert not y.requires_grad and y.grad_fn is None and y.item() == 11.0
+
+
+def test_signatures_are_a_bounded_cache():
+    from tape import _jit
+
+    @tape.jit
+    def f(x, c):
+        return (x * c).sum()
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    for i in range(_jit.MAX_SIGNATURES + 20):
+        y = f(x, 0.5 + i)
+        assert y.item() == pytest.approx(3 * (0.5 + i))
+    assert f.stats()['traces'] == _jit.MAX_SIGNATURES + 20
+    y = f(x, 0.5 + _jit.MAX_SIGNATURES + 19)      # the newest signature is kept: a replay
+    assert f.stats()['replays'] == 1
+    y.backward()
+    assert x.grad.tolist() == [0.5 + _jit.MAX_SIGNATURES + 19] * 2

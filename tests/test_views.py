@@ -223,3 +223,25 @@ def test_against_pytorch():
         (h * h).sum().backward()
         return x.grad.detach().numpy()
     np.testing.assert_allclose(program(tape), program(torch), rtol=1e-12)
+
+
+def test_a_loop_writing_a_graph_tensor_through_views_stays_correct_and_bounded():
+    # h[i] += h[i-1] * 0.5: each write reads a view of the tensor it writes
+    torch = pytest.importorskip('torch')
+    res = []
+    for m in (tape, torch):
+        x = m.tensor(np.arange(40.0).reshape(10, 4) / 10, dtype=m.float64, requires_grad=True)
+        h = x * 1
+        for i in range(1, 10):
+            h[i] += h[i - 1] * 0.5
+        (h * h).sum().backward()
+        res.append(x.grad.detach().numpy().copy())
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-12)
+
+
+def test_stacking_many_rows_keeps_gradients_and_values():
+    rows = [tape.tensor([float(i), -float(i)], requires_grad=True) for i in range(37)]
+    s = tape.stack(rows)
+    assert s.shape == (37, 2) and s[5].tolist() == [5.0, -5.0]
+    (s * s).sum().backward()
+    assert rows[7].grad.tolist() == [14.0, -14.0]
