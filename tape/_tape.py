@@ -363,6 +363,59 @@ SAVING = np.array([(bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.
 _V_OFFSET = np.array([KIND_FIELDS[r.kind][0] for r in RULES])
 _A_OFFSET = np.array([KIND_FIELDS[r.kind][1] for r in RULES])
 _IS_PYTHON = np.array([r.kind == 'python' for r in RULES])
+_V_OFFSETS, _A_OFFSETS, _PYTHONS = (tuple(a.tolist()) for a in (_V_OFFSET, _A_OFFSET,
+                                                                 _IS_PYTHON))
+
+
+_SMALL_MERGE = 16       # records: below this, shift them one by one in Python
+
+
+def _shifted_rows(src, gs, bs, vs, as_, nbig, npy, remap):
+    """src's records moved to the end of another tape (slots by gs/bs, V, A,
+    big and Python indices by the destination's sizes; leaf slots per
+    ``remap``), one record at a time: a merge of a few records (a loop joining
+    ``x[i]`` of a leaf to a long graph) cost ~50 us in NumPy's fixed overheads.
+    The float fields (constants) are moved as their bits."""
+    out = bytearray()
+    rec = src.rec
+    for k in range(src.n):
+        op, f1, n, f3, f4, f5, f6, f7 = _UNPACK(rec, k * 8 * REC)
+        big = op & BIG_FLAG
+        o = op & ~BIG_FLAG
+        f1, f3, f4 = [c + bs if c >= BIG_BASE else c + gs if c >= 0 else c
+                      for c in (f1, f3, f4)]
+        f3 = remap.get(f3, f3)
+        f4 = remap.get(f4, f4)
+        if big:
+            f5 += nbig
+        elif _V_OFFSETS[o]:
+            f5 += vs
+        if _PYTHONS[o]:
+            f6 += npy
+        elif _A_OFFSETS[o] and not big:
+            f6 += as_
+        out += PACK(op, f1, n, f3, f4, f5, f6, f7)
+    return out
+
+
+def _shifted_array(src, gs, bs, vs, as_, nbig, npy, remap):
+    """``_shifted_rows`` for many records, in NumPy."""
+    R = np.frombuffer(bytes(src.rec), np.int64).reshape(-1, REC).copy()
+    isbig = (R[:, 0] & BIG_FLAG) != 0
+    ops = R[:, 0] & ~BIG_FLAG
+    for col in (1, 3, 4):
+        c = R[:, col]
+        R[:, col] = np.where(c >= BIG_BASE, c + bs, np.where(c >= 0, c + gs, c))
+    # big records: v indexes tape.big and their attributes live there
+    R[:, 5] = np.where(isbig, R[:, 5] + nbig,
+                       np.where(_V_OFFSET[ops], R[:, 5] + vs, R[:, 5]))
+    R[:, 6] = np.where(_IS_PYTHON[ops], R[:, 6] + npy,
+                       np.where(_A_OFFSET[ops] & ~isbig, R[:, 6] + as_, R[:, 6]))
+    for old, to in remap.items():
+        for col in (3, 4):
+            c = R[:, col]
+            c[c == old] = to
+    return R.tobytes()
 
 
 def merge(dst, src):
@@ -375,32 +428,22 @@ def merge(dst, src):
     gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
     bs = dst.bpos - BIG_BASE
     shift = (gs, bs)
-    R = np.frombuffer(bytes(src.rec), np.int64).reshape(-1, REC).copy()
-    isbig = (R[:, 0] & BIG_FLAG) != 0
-    ops = R[:, 0] & ~BIG_FLAG
-    for col in (1, 3, 4):
-        c = R[:, col]
-        R[:, col] = np.where(c >= BIG_BASE, c + bs, np.where(c >= 0, c + gs, c))
-    # big records: v indexes tape.big and their attributes live there
-    R[:, 5] = np.where(isbig, R[:, 5] + len(dst.big),
-                       np.where(_V_OFFSET[ops], R[:, 5] + vs, R[:, 5]))
-    R[:, 6] = np.where(_IS_PYTHON[ops], R[:, 6] + len(dst.py),
-                       np.where(_A_OFFSET[ops] & ~isbig, R[:, 6] + as_, R[:, 6]))
     # A leaf on both tapes: src's records read dst's slot for it, so its
     # gradient collects in one place (for a large leaf, one array instead of
     # two to write and add).  Python records keep their own slot lists, so a
     # src with any keeps the two slots; delivery then adds both.
+    remap = {}
     shared = set()
     if not src.py:
         for t, slot in src.leaves:
             to = dst.leafmap.get(id(t))
             if to is not None:
-                old = shift_slot(slot, shift)
-                for col in (3, 4):
-                    c = R[:, col]
-                    c[c == old] = to
+                remap[shift_slot(slot, shift)] = to
                 shared.add(id(t))
-    dst.rec += R.tobytes()
+    if src.n <= _SMALL_MERGE:
+        dst.rec += _shifted_rows(src, gs, bs, vs, as_, len(dst.big), len(dst.py), remap)
+    else:
+        dst.rec += _shifted_array(src, gs, bs, vs, as_, len(dst.big), len(dst.py), remap)
     for p in src.py:
         p.shift(shift)
     if src.hooks:
