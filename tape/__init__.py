@@ -409,8 +409,9 @@ def _bind():
     T.__neg__ = o.neg
     T.__abs__ = o.abs_
     T.__getitem__ = o.getitem
-    T.add, T.sub, T.mul, T.div = o.add.method, o.sub.method, o.mul.method, o.div.method
-    T.subtract, T.multiply, T.divide, T.true_divide = T.sub, T.mul, T.div, T.div
+    T.add, T.sub = _with_alpha(o.add.method, add), _with_alpha(o.sub.method, sub)
+    T.mul, T.div = o.mul.method, _with_rounding(o.div.method)
+    T.subtract, T.multiply, T.divide, T.true_divide = T.sub, T.mul, T.div, o.div.method
     T.pow = o.pow_.method
     T.maximum, T.minimum = o.maximum.method, o.minimum.method
     T.neg, T.exp, T.log, T.sqrt = o.neg, o.exp, o.log, o.sqrt
@@ -490,6 +491,26 @@ def _bind():
     T.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
     T.retain_grad = retain_grad
     T.retains_grad = property(lambda a: a._retains_grad())
+
+
+def _with_alpha(method, function):
+    """``x.add(y)``, and with ``alpha=`` as ``tape.add`` takes it."""
+    def f(a, other, *, alpha=None):
+        if alpha is None:
+            return method(a, other)
+        return function(a, other, alpha=alpha)
+    f.__name__ = function.__name__
+    return f
+
+
+def _with_rounding(method):
+    """``x.div(y)``, and with ``rounding_mode=`` as ``tape.div`` takes it."""
+    def div_(a, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return method(a, other)
+        return div(a, other, rounding_mode=rounding_mode)
+    div_.__name__ = 'div'
+    return div_
 
 
 def _to(a, *args, dtype=None, non_blocking=False, copy=False, device=None, memory_format=None):

@@ -397,3 +397,16 @@ def test_post_accumulate_grad_hook():
     assert w.grad is not None
     with pytest.raises(RuntimeError, match='non-leaf'):
         (w * 2).register_post_accumulate_grad_hook(sgd)
+
+
+def test_tensor_methods_take_alpha_and_rounding_mode():
+    x = tape.tensor([-7.0, 7.0], requires_grad=True)
+    y = tape.tensor([2.0, 2.0])
+    assert x.add(y, alpha=2).tolist() == [-3.0, 11.0]
+    assert x.sub(y, alpha=3).tolist() == [-13.0, 1.0]
+    assert x.div(y, rounding_mode='floor').tolist() == [-4.0, 3.0]
+    assert x.divide(y, rounding_mode='trunc').tolist() == [-3.0, 3.0]
+    x.add(y, alpha=2).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError):
+        x.add('a')
