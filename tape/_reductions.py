@@ -344,6 +344,14 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
         return _ops.sum_(_ops.abs_(a), dims, keepdim)
     if p == 2:
         s = _ops.sum_(_ops.mul(a, a), dims, keepdim)
+    elif p < 1 and np.any(d == 0):
+        # |x| ** p has an infinite slope at 0 (0 * inf: NaN): zeros contribute
+        # nothing and get a zero gradient, as PyTorch's norm backward masks them
+        note_value_use('norm')
+        from . import _elementwise as _ew
+        zero = d == 0
+        powered = _ops.pow_(_ew.where(zero, 1.0, _ops.abs_(a)), p)
+        s = _ops.sum_(_ew.where(zero, 0.0, powered), dims, keepdim)
     else:
         s = _ops.sum_(_ops.pow_(_ops.abs_(a), p), dims, keepdim)
     return _root(s, 'norm_root', 1.0 / p)

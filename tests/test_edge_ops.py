@@ -338,3 +338,13 @@ def test_hardtanh_keeps_an_integer_dtype():
     assert F.hardtanh(tape.tensor([-3, 0, 3])).tolist() == [-1, 0, 1]
     r = F.relu6(tape.tensor([-3, 0, 9], dtype=tape.int32))
     assert r.dtype == tape.int32 and r.tolist() == [0, 0, 6]
+
+
+def test_norm_below_one_at_zero_has_a_zero_gradient():
+    x = tape.tensor([0.0, 1.0, -2.0, 0.0], dtype=tape.float64, requires_grad=True)
+    tape.norm(x, p=0.5).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, 2.414213562373095, -1.7071067811865472,
+                                                0.0], rtol=1e-12)
+    z = tape.zeros(3, requires_grad=True)
+    tape.norm(z, p=0.5).backward()
+    assert z.grad.tolist() == [0.0, 0.0, 0.0]
