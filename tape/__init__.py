@@ -23,6 +23,8 @@ from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: 
                          is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ._pool import aligned, aligned_empty
 from ._tensor import Tensor, Size, _leaf, _norm_dim
+from ._tensor import (device, strided, preserve_format, contiguous_format,  # noqa: F401
+                      channels_last, channels_last_3d, _check_device)
 from ._tape import grad_mode as _mode
 from . import _dtypes
 from . import autograd
@@ -36,12 +38,15 @@ float64 = np.dtype(np.float64)
 float16 = np.dtype(np.float16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
+int16 = np.dtype(np.int16)
+int8 = np.dtype(np.int8)
 uint8 = np.dtype(np.uint8)
 bool = np.dtype(np.bool_)  # noqa: A001  (torch.bool)
 float = float32  # noqa: A001
 double = float64
 long = int64
 half = float16
+short = int16
 
 from ._dtypes import default_dtype as _default_dtype  # noqa: E402  (shared with the ops)
 _rng = [np.random.default_rng()]
@@ -298,6 +303,44 @@ def is_tensor(x):
     return isinstance(x, Tensor)
 
 
+def numel(input):  # noqa: A002
+    return input.numel()
+
+
+def clone(input, *, memory_format=None):  # noqa: A002
+    return input.clone()
+
+
+def detach(input):  # noqa: A002
+    return input.detach()
+
+
+def is_complex(input):  # noqa: A002
+    return input.is_complex()
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """The distinct values of ``input`` (or slices along ``dim``), sorted; with the
+    inverse indices and counts when asked.  Not differentiable: the results are
+    new leaves."""
+    from ._tape import note_value_use
+    note_value_use('unique')           # a result shaped by values: tape.jit must not replay it
+    d = np.asarray(input._data)
+    if dim is not None:
+        dim = _norm_dim(dim, d.ndim, 'unique')
+    values, inverse, counts = np.unique(d, return_inverse=True, return_counts=True, axis=dim)
+    out = _leaf(values)
+    if not (return_inverse or return_counts):
+        return out
+    res = (out,)
+    if return_inverse:
+        inverse = inverse.reshape(d.shape if dim is None else (d.shape[dim],))
+        res += (_leaf(inverse.astype(np.int64)),)
+    if return_counts:
+        res += (_leaf(counts.astype(np.int64)),)
+    return res
+
+
 # ---------------------------------------------------------------- functions
 def _either(op, rop, name):
     """``tape.<name>(input, other)``: either argument may be the tensor (a Python
@@ -432,6 +475,10 @@ def _bind():
     T.long = lambda a: o.to(a, np.int64)
     T.int = lambda a: o.to(a, np.int32)
     T.bool = lambda a: o.to(a, np.bool_)
+    T.half = lambda a: o.to(a, np.float16)
+    T.short = lambda a: o.to(a, np.int16)
+    T.char = lambda a: o.to(a, np.int8)
+    T.byte = lambda a: o.to(a, np.uint8)
 
     from ._tape import grad_mode, inplace_epoch
     ufuncs = {'add': np.add, 'sub': np.subtract, 'mul': np.multiply, 'div': np.true_divide}
@@ -517,11 +564,14 @@ def _to(a, *args, dtype=None, non_blocking=False, copy=False, device=None, memor
     """``Tensor.to(dtype)``, ``to(other)``, ``to(device[, dtype])``; ``copy=True``
     always gives new memory, as in PyTorch."""
     rest = []
+    _check_device(device)
     for x in args:
         if isinstance(x, Tensor):
             dtype = x._data.dtype if dtype is None else dtype
-        elif x is None or isinstance(x, str):
-            pass                            # a device: the CPU is the only one
+        elif x is None:
+            pass
+        elif isinstance(x, (str, _tensor_device)):
+            _check_device(x)                # a device: the CPU is the only one
         elif isinstance(x, builtins.bool):
             rest.append(x)                  # positional non_blocking, copy
         elif dtype is None:
@@ -532,6 +582,9 @@ def _to(a, *args, dtype=None, non_blocking=False, copy=False, device=None, memor
     if copy and out is a:
         out = a.clone()
     return out
+
+
+_tensor_device = device
 
 
 def _backward_method(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -657,6 +710,15 @@ class Generator:
         return self._seed
 
 
+def _invert(a):
+    # ~x: PyTorch's operator raises TypeError for a floating tensor
+    # (tape.bitwise_not keeps its RuntimeError, as torch.bitwise_not)
+    if a._data.dtype.kind in 'fc':
+        raise TypeError('~ (operator.invert) is only implemented on integer and Boolean-type '
+                        'tensors')
+    return _ew.bitwise_not(a)
+
+
 def _inplace_via_copy(fn):
     # x.op_(...): the out-of-place result copied into x (recorded like copy_)
     def f(a, *args, **kw):
@@ -681,7 +743,7 @@ def _bind_more():
                  'unbind', 'fliplr', 'flipud', 'gather', 'scatter', 'scatter_add',
                  'index_select', 'masked_select', 'take', 'bmm', 'matmul', 'dot', 'mv',
                  'outer', 'ger', 'inner', 'softmax', 'log_softmax', 'repeat_interleave',
-                 'floor_divide'):
+                 'floor_divide', 'unique'):
         setattr(T, name, globals()[name])
     T.silu = _ew.silu
     T.repeat = _sh.repeat
@@ -700,7 +762,7 @@ def _bind_more():
     T.__and__ = T.__rand__ = _ew.bitwise_and
     T.__or__ = T.__ror__ = _ew.bitwise_or
     T.__xor__ = T.__rxor__ = _ew.bitwise_xor
-    T.__invert__ = _ew.bitwise_not
+    T.__invert__ = _invert
     T.__setitem__ = _ix.setitem
     T.__hash__ = lambda a: id(a)       # defining __eq__ again must not drop hashing
     T.masked_fill_ = _inplace_via_copy(_ew.masked_fill)

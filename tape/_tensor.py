@@ -142,8 +142,121 @@ def _add_suffixes(s, suffixes, indent):
 DTYPE_NAMES = {np.dtype(np.float32): 'tape.float32', np.dtype(np.float64): 'tape.float64',
                np.dtype(np.int64): 'tape.int64', np.dtype(np.int32): 'tape.int32',
                np.dtype(np.bool_): 'tape.bool', np.dtype(np.float16): 'tape.float16',
-               np.dtype(np.uint8): 'tape.uint8'}
+               np.dtype(np.uint8): 'tape.uint8', np.dtype(np.int16): 'tape.int16',
+               np.dtype(np.int8): 'tape.int8'}
 _INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
+
+# Tensor.type()'s legacy names (tape.FloatTensor for torch.FloatTensor)
+_TYPE_NAMES = {np.dtype(np.float32): 'FloatTensor', np.dtype(np.float64): 'DoubleTensor',
+               np.dtype(np.float16): 'HalfTensor', np.dtype(np.int64): 'LongTensor',
+               np.dtype(np.int32): 'IntTensor', np.dtype(np.int16): 'ShortTensor',
+               np.dtype(np.int8): 'CharTensor', np.dtype(np.uint8): 'ByteTensor',
+               np.dtype(np.bool_): 'BoolTensor'}
+_TYPE_DTYPES = {name: dt for dt, name in _TYPE_NAMES.items()}
+
+
+class device:
+    """``torch.device``: where a tensor lives.  tape runs on the CPU only, so every
+    tensor's ``device`` is ``device(type='cpu')``; a ``cuda`` device can be named
+    (as in PyTorch without CUDA) but moving a tensor there raises.
+
+    >>> import tape
+    >>> tape.zeros(2).device
+    device(type='cpu')
+    >>> tape.zeros(2).device.type
+    'cpu'
+    """
+    __slots__ = ('type', 'index')
+
+    def __init__(self, type, index=None):  # noqa: A002  (torch's argument name)
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif isinstance(type, int) and not isinstance(type, bool):
+            type, index = 'cuda', type
+        elif not isinstance(type, str):
+            raise TypeError(f'device() received an invalid combination of arguments - got '
+                            f'({type.__class__.__name__})')
+        elif ':' in type:
+            if index is not None:
+                raise RuntimeError(f'type (string) must not include an index because index was '
+                                   f'passed explicitly: {type}')
+            type, _, idx = type.partition(':')
+            if not idx.isdigit():
+                raise RuntimeError(f'Invalid device string: \'{type}:{idx}\'')
+            index = int(idx)
+        if type not in _DEVICE_TYPES:
+            raise RuntimeError(f'Expected one of {", ".join(_DEVICE_TYPES)} device type at '
+                               f'start of device string: {type}')
+        object.__setattr__(self, 'type', type)
+        object.__setattr__(self, 'index', index)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"attribute '{name}' of 'tape.device' objects is not writable")
+
+    def __repr__(self):
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self):
+        return self.type if self.index is None else f'{self.type}:{self.index}'
+
+    def __eq__(self, other):
+        # a device also equals its string ('cpu'), which older tape code compared with
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (RuntimeError, TypeError):
+                return False
+        if not isinstance(other, device):
+            return NotImplemented
+        return self.type == other.type and self.index == other.index
+
+    def __hash__(self):
+        return hash(str(self))
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+
+_DEVICE_TYPES = ('cpu', 'cuda', 'ipu', 'xpu', 'mkldnn', 'opengl', 'opencl', 'ideep', 'hip',
+                 've', 'fpga', 'maia', 'xla', 'lazy', 'vulkan', 'mps', 'meta', 'hpu', 'mtia',
+                 'privateuseone')
+_CPU = device('cpu')
+
+
+def _check_device(dev):
+    """Raise unless ``dev`` (a device, its string, or a CUDA ordinal) is the CPU:
+    PyTorch built without CUDA raises AssertionError for a CUDA device."""
+    if dev is None:
+        return
+    d = dev if isinstance(dev, device) else device(dev)
+    if d.type == 'cpu':
+        return
+    if d.type == 'cuda':
+        raise AssertionError('Torch not compiled with CUDA enabled (tape runs on the CPU only)')
+    raise RuntimeError(f"tape runs on the CPU only: cannot move a tensor to device '{d}'")
+
+
+class _Named:
+    """A singleton that prints as its name: ``tape.strided``, ``tape.preserve_format``."""
+    __slots__ = ('name',)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return 'tape.' + self.name
+
+    def __reduce__(self):
+        return self.name       # pickled by reference to the module attribute
+
+
+strided = _Named('strided')
+preserve_format = _Named('preserve_format')
+contiguous_format = _Named('contiguous_format')
+channels_last = _Named('channels_last')
+channels_last_3d = _Named('channels_last_3d')
 
 
 class Tensor:
@@ -323,16 +436,99 @@ class Tensor:
 
     nelement = numel
 
+    def element_size(self):
+        """Bytes per element (4 for float32)."""
+        return self._data.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self._data.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return int(self._data.size) * self._data.dtype.itemsize
+
+    def stride(self, dim=None):
+        """Steps in elements between neighbours along each dimension, as PyTorch's
+        (``x.t().stride()`` is ``(1, n)``, an expanded dimension's stride is 0)."""
+        d = self._data
+        if type(d) is not np.ndarray:
+            st = ()
+        else:
+            size = d.dtype.itemsize
+            st = [s // size for s in d.strides]
+            # a size-1 (or empty) dimension's stride is arbitrary; where NumPy says
+            # 0, PyTorch says what a contiguous layout would (x[:, None]: (4, 4, 1))
+            shape = d.shape
+            for i in range(len(st) - 1, -1, -1):
+                if st[i] == 0 and (shape[i] == 1 or d.size == 0):
+                    st[i] = st[i + 1] * max(shape[i + 1], 1) if i + 1 < len(st) else 1
+            st = tuple(st)
+        if dim is None:
+            return st
+        return st[_norm_dim(dim, np.ndim(d), 'stride')] if st else 1
+
+    def storage_offset(self):
+        """How many elements into its storage this tensor starts (``x[1:]``: 1)."""
+        d = self._data
+        if type(d) is not np.ndarray or d.base is None:
+            return 0
+        root = d
+        while isinstance(root, np.ndarray) and root.base is not None:
+            root = root.base
+        start = _address(root)
+        if start is None:
+            return 0
+        if not (isinstance(root, np.ndarray) and root.dtype == d.dtype):
+            # a raw byte buffer: tape's allocator starts its arrays on a 64-byte line
+            from ._pool import ALIGN
+            start += -start % ALIGN
+        off = d.ctypes.data - start
+        return max(off, 0) // d.dtype.itemsize
+
+    def data_ptr(self):
+        """The address of the tensor's first element (views share their base's memory)."""
+        return _storage(self).ctypes.data
+
     @property
     def dtype(self):
         return self._data.dtype
 
     @property
     def device(self):
-        return 'cpu'
+        return _CPU
+
+    def get_device(self):
+        return -1       # PyTorch's answer for a CPU tensor
+
+    is_cpu = property(lambda self: True)
+    is_cuda = is_sparse = is_quantized = is_meta = is_mkldnn = is_mps = property(
+        lambda self: False)
+    layout = property(lambda self: strided)
+
+    def is_inference(self):
+        return False
+
+    def is_shared(self):
+        return False
+
+    def is_pinned(self, device=None):
+        return False
+
+    def cpu(self, memory_format=None):
+        """This tensor: it is on the CPU already."""
+        return self
+
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
+        """Raises AssertionError, as PyTorch built without CUDA does."""
+        _check_device('cuda' if device is None else device)
+        return self
 
     def is_floating_point(self):
         return self._data.dtype.kind == 'f'
+
+    def is_complex(self):
+        return self._data.dtype.kind == 'c'
 
     def item(self):
         if self._data.size != 1:
@@ -341,21 +537,38 @@ class Tensor:
         return self._data.reshape(()).item() if isinstance(self._data, np.ndarray) \
             else self._data.item()
 
+    def _scalar(self):
+        if self._data.size != 1:
+            raise ValueError('only one element tensors can be converted to Python scalars')
+        return self.item()
+
     def __float__(self):
-        return float(self.item())
+        return float(self._scalar())
 
     def __int__(self):
-        return int(self.item())
+        return int(self._scalar())
+
+    def __complex__(self):
+        return complex(self._scalar())
 
     def __index__(self):
-        if self._data.dtype.kind not in 'iu':
+        if self._data.dtype.kind not in 'iub' or self._data.size != 1:
             raise TypeError('only integer tensors of a single element can be converted to an index')
         return int(self.item())
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError('Boolean value of Tensor with more than one value is ambiguous')
+            raise RuntimeError('Boolean value of Tensor with no values is ambiguous'
+                               if self._data.size == 0 else
+                               'Boolean value of Tensor with more than one value is ambiguous')
         return bool(self.item())
+
+    def __contains__(self, element):
+        if not isinstance(element, (Tensor, int, float, complex, bool, np.number, np.bool_)):
+            raise RuntimeError('Tensor.__contains__ only supports Tensor or scalar, but you '
+                               f'passed in a {type(element)}.')
+        other = element._data if isinstance(element, Tensor) else element
+        return bool(np.any(np.asarray(other) == np.asarray(self._data)))
 
     def numpy(self):
         if self._rg:
@@ -411,16 +624,80 @@ class Tensor:
 
     __str__ = __repr__
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """``x.type()``: the legacy type name ('tape.FloatTensor'); ``x.type(dtype)``
+        or ``x.type('torch.DoubleTensor')`` (also 'tape.DoubleTensor'): ``x.to(dtype)``."""
         if dtype is None:
-            return {np.dtype(np.float32): 'tape.FloatTensor', np.dtype(np.float64): 'tape.DoubleTensor',
-                    np.dtype(np.int64): 'tape.LongTensor', np.dtype(np.bool_): 'tape.BoolTensor'}.get(
-                        self._data.dtype, str(self._data.dtype))
+            name = _TYPE_NAMES.get(self._data.dtype)
+            return 'tape.' + name if name else str(self._data.dtype)
+        if isinstance(dtype, str):
+            module, _, name = dtype.rpartition('.')
+            if module not in ('torch', 'tape') or name not in _TYPE_DTYPES:
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = _TYPE_DTYPES[name]
         return self.to(dtype)
 
-    def clone(self):
+    def type_as(self, other):
+        """This tensor in ``other``'s dtype (itself when they already match)."""
+        return self.to(other._data.dtype)
+
+    def clone(self, *, memory_format=None):
+        """A copy in new memory, recorded (CloneBackward0); the layout is always row-major."""
         from . import _ops
         return _ops.clone(self)
+
+    def apply_(self, callable):
+        """Replace each element ``v`` by ``callable(v)`` (a Python number), in place."""
+        if self._rg:
+            raise RuntimeError("Can't call apply_() on Variable that requires grad. Use "
+                               'var.detach().apply_() instead.')
+        d = _storage(self)
+        for idx in np.ndindex(d.shape):
+            d[idx] = callable(d[idx].item())
+        _bump_version(self)
+        return self
+
+    def map_(self, tensor, callable):
+        """Replace each element ``v`` by ``callable(v, w)``, ``w`` the matching
+        element of ``tensor`` broadcast to this shape, in place."""
+        if self._rg:
+            raise RuntimeError("Can't call map_() on Variable that requires grad. Use "
+                               'var.detach().map_() instead.')
+        d = _storage(self)
+        other = np.broadcast_to(np.asarray(tensor._data if isinstance(tensor, Tensor)
+                                           else tensor), d.shape)
+        for idx in np.ndindex(d.shape):
+            d[idx] = callable(d[idx].item(), other[idx].item())
+        _bump_version(self)
+        return self
+
+    # -- copying and pickling ------------------------------------------
+    def __deepcopy__(self, memo):
+        # PyTorch's protocol: leaves only; a new leaf with a copy of the values,
+        # the same requires_grad, a deep copy of .grad and of Python attributes
+        if self._tape is not None:
+            raise RuntimeError(
+                'Only Tensors created explicitly by the user (graph leaves) support the '
+                'deepcopy protocol at the moment.  If you were attempting to deepcopy a '
+                'module, this may be because of a torch.nn.utils.weight_norm usage, see '
+                'https://github.com/pytorch/pytorch/pull/103001')
+        if id(self) in memo:
+            return memo[id(self)]
+        import copy
+        new = _TNEW(type(self))
+        _init(new, np.array(self._data, copy=True), self._rg)
+        memo[id(self)] = new
+        if self._grad is not None:
+            new._grad = copy.deepcopy(self._grad, memo)
+        for k, v in _user_attrs(self).items():
+            setattr(new, k, copy.deepcopy(v, memo))
+        return new
+
+    def __reduce_ex__(self, protocol):
+        # pickle (and copy.copy) as PyTorch does: values, dtype, requires_grad and
+        # Python attributes; not the graph, .grad or hooks (a non-leaf comes back
+        # as a leaf).  copy.copy shares the storage, as in PyTorch.
+        return (_rebuild, (type(self), _storage(self), self._rg, _user_attrs(self) or None))
 
     def copy_(self, src):
         from . import _ops
@@ -437,6 +714,30 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+def _address(a):
+    """The data address of an array or of an object exposing ``__array_interface__``."""
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data
+    ai = getattr(a, '__array_interface__', None)
+    return ai['data'][0] if isinstance(ai, dict) else None
+
+
+def _user_attrs(t):
+    """Attributes a user set on the tensor (tape's own start with an underscore)."""
+    d = t.__dict__
+    return {k: v for k, v in d.items() if not k.startswith('_')} if d else {}
+
+
+def _rebuild(cls, data, requires_grad, attrs=None):
+    t = _TNEW(cls)
+    _init(t, data, False)
+    if requires_grad:
+        t.requires_grad_(True)
+    if attrs:
+        t.__dict__.update(attrs)
+    return t
 
 
 def _norm_dim(dim, ndim, opname):
