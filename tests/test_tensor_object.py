@@ -117,10 +117,8 @@ def test_cpu_is_self_and_cuda_raises_like_torch_without_cuda():
     assert t.to(tape.device('cpu')) is t
     assert t.to(tape.device('cpu'), tape.float64).dtype == tape.float64
     assert t.to('cpu', tape.float64).dtype == tape.float64
-    torch = _torch()
-    if not torch.cuda.is_available():
-        with pytest.raises(AssertionError):
-            torch.ones(2).cuda()
+    # (PyTorch's own error here depends on its build: AssertionError for a CPU
+    # build, RuntimeError for a CUDA build on a machine without a driver)
 
 
 # ------------------------------------------------------------ type conversions
