@@ -830,7 +830,17 @@ def _dtype_of(dtype, default):
         raise TypeError(f'expected a dtype, got {type(dtype).__name__}') from None
 
 
-class finfo:
+class _TypeInfo:
+    """What finfo and iinfo share: they compare by their class and dtype."""
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.dtype == self.dtype
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.dtype))
+
+
+class finfo(_TypeInfo):
     """``torch.finfo``: the limits of a floating dtype, as Python floats.
 
     >>> import tape
@@ -852,19 +862,13 @@ class finfo:
         self.resolution = 10.0 ** -int(fi.precision)     # 1e-06, not float32's 1e-06
         self.dtype = _TORCH_NAMES.get(dt.name, dt.name)
 
-    def __eq__(self, other):
-        return isinstance(other, finfo) and other.dtype == self.dtype
-
-    def __hash__(self):
-        return hash(('finfo', self.dtype))
-
     def __repr__(self):
         return (f'finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, '
                 f'eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, '
                 f'tiny={self.tiny:g}, dtype={self.dtype})')
 
 
-class iinfo:
+class iinfo(_TypeInfo):
     """``torch.iinfo``: the limits of an integer dtype, as Python ints.
 
     >>> import tape
@@ -882,12 +886,6 @@ class iinfo:
         self.max = int(ii.max)
         self.min = int(ii.min)
         self.dtype = _TORCH_NAMES.get(dt.name, dt.name)
-
-    def __eq__(self, other):
-        return isinstance(other, iinfo) and other.dtype == self.dtype
-
-    def __hash__(self):
-        return hash(('iinfo', self.dtype))
 
     def __repr__(self):
         return f'iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})'

@@ -70,10 +70,14 @@ CONST_NAMES = ('c', 'd')   # stored in record fields 7 and 6
 class Rule:
     """One primitive: opcode, node name, kind, and (for elementwise) formulas."""
     __slots__ = ('op', 'name', 'node', 'kind', 'inputs', 'consts', 'vjps',
-                 'saves', 'saves_consts', 'fwd')
+                 'saves', 'saves_consts', 'fwd', 'frees')
 
-    def __init__(self, name, node, kind, inputs=(), consts=(), vjps=(), fwd=None):
+    def __init__(self, name, node, kind, inputs=(), consts=(), vjps=(), fwd=None, frees=False):
         self.name = name
+        # PyTorch's node saves something (a wrapped scalar, indices, a mask) that
+        # the tape keeps in the record instead, and frees it after a backward:
+        # a second backward through the record raises, as there
+        self.frees = frees
         self.node = node
         self.kind = kind
         self.inputs = tuple(inputs)
@@ -131,12 +135,12 @@ def _check(rule):
                              f'input(s) {sorted(unknown)}; it may use {sorted(allowed)}')
 
 
-def E(name, node, inputs, vjps, consts=(), fwd=None):
-    return Rule(name, node, 'elementwise', inputs, consts, vjps, fwd)
+def E(name, node, inputs, vjps, consts=(), fwd=None, frees=False):
+    return Rule(name, node, 'elementwise', inputs, consts, vjps, fwd, frees)
 
 
-def S(name, node, kind):
-    return Rule(name, node, kind)
+def S(name, node, kind, frees=False):
+    return Rule(name, node, kind, frees=frees)
 
 
 RULES = [
@@ -176,8 +180,8 @@ RULES = [
     E('add_scalar', 'AddBackward0', 'a', ('grad',), consts='c', fwd='a + c'),
     E('sub_scalar', 'SubBackward0', 'a', ('grad',), consts='c', fwd='a - c'),
     E('rsub_scalar', 'RsubBackward1', 'a', ('-grad',), consts='c', fwd='c - a'),
-    E('mul_scalar', 'MulBackward0', 'a', ('grad * c',), consts='c', fwd='a * c'),
-    E('div_scalar', 'DivBackward0', 'a', ('grad / c',), consts='c', fwd='a / c'),
+    E('mul_scalar', 'MulBackward0', 'a', ('grad * c',), consts='c', fwd='a * c', frees=True),
+    E('div_scalar', 'DivBackward0', 'a', ('grad / c',), consts='c', fwd='a / c', frees=True),
     E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c', fwd='c / a'),
     E('pow_scalar', 'PowBackward0', 'a', ('grad * pow_grad(a, c)',), consts='c',
       fwd='power(a, c)'),
@@ -280,7 +284,7 @@ RULES = [
     S('broadcast', 'ExpandBackward0', 'expand'),   # implicit, by a broadcasting op
     S('view', 'ViewBackward0', 'identity'),        # same elements, new shape
     S('reshape', 'ViewBackward0', 'identity'),
-    S('index', 'IndexBackward0', 'take'),          # grad_in[idx[i]] += grad_out[i]
+    S('index', 'IndexBackward0', 'take', frees=True),          # grad_in[idx[i]] += grad_out[i]
     S('slice', 'SliceBackward0', 'take'),
     S('select', 'SelectBackward0', 'take'),
     S('t', 'TBackward0', 'take'),
@@ -289,25 +293,25 @@ RULES = [
     S('put', 'IndexPutBackward0', 'put'),          # out[idx[i]] += in[i]; the adjoint of take
     S('mm', 'MmBackward0', 'mm'),
     # out[i] = a[i] if mask[i] else b[i]; the mask (int64) in A; a and b expanded
-    S('where', 'WhereBackward0', 'where'),
-    S('masked_fill', 'MaskedFillBackward0', 'where'),
+    S('where', 'WhereBackward0', 'where', frees=True),
+    S('masked_fill', 'MaskedFillBackward0', 'where', frees=True),
     # along one axis of an (outer, L, inner) block; A = [outer, L, inner]
     S('cumsum', 'CumsumBackward0', 'cumsum'),     # grad_in = reversed cumsum of grad_out
     S('cumprod', 'CumprodBackward0', 'cumprod'),  # saves input and output; exact with zeros
     S('bmm', 'BmmBackward0', 'bmm'),              # A = [batch, m, k, n]; saves a and b
     # composite ops whose last record is an existing kind, named as PyTorch names it
-    S('gather', 'GatherBackward0', 'take'),
-    S('index_select', 'IndexSelectBackward0', 'take'),
+    S('gather', 'GatherBackward0', 'take', frees=True),
+    S('index_select', 'IndexSelectBackward0', 'take', frees=True),
     S('flip', 'FlipBackward0', 'take'),
     S('repeat', 'RepeatBackward0', 'take'),
     S('split', 'SplitBackward0', 'take'),
-    S('max_dim', 'MaxBackward0', 'take'),          # values at the arg-max
-    S('min_dim', 'MinBackward0', 'take'),
+    S('max_dim', 'MaxBackward0', 'take', frees=True),          # values at the arg-max
+    S('min_dim', 'MinBackward0', 'take', frees=True),
     S('prod', 'ProdBackward0', 'take'),            # the last element of a cumprod
     S('prod_dim', 'ProdBackward1', 'take'),
     S('squeeze', 'SqueezeBackward1', 'identity'),
     S('unsqueeze', 'UnsqueezeBackward0', 'identity'),
-    S('scatter', 'ScatterBackward0', 'where'),     # where(scattered, put(src), self)
+    S('scatter', 'ScatterBackward0', 'where', frees=True),     # where(scattered, put(src), self)
     S('setitem', 'CopySlices', 'where'),           # x[key] = value on a recorded x
     S('dot', 'DotBackward0', 'sum_all'),           # 1-D @ 1-D: the sum of a product
     S('mv', 'MvBackward0', 'identity'),            # 2-D @ 1-D: the mm result, flattened

@@ -349,17 +349,12 @@ def _saved_at(field):
 
 _SAVED_AT = {f: _saved_at(f) for f in (1, 3, 4)}
 
-# Ops whose PyTorch nodes save something (a wrapped scalar, indices, a mask)
-# that the tape keeps as a record field or an attribute instead: PyTorch frees
-# it after a backward, so a second backward through them raises there too.
-# (Not 'put' and 'setitem': cat and stack are built of them, and PyTorch's
-# CatBackward0 saves nothing.)
-_SAVES_IN_PYTORCH = frozenset({'mul_scalar', 'div_scalar', 'index', 'gather', 'index_select',
-                               'masked_fill', 'where', 'scatter', 'max_dim', 'min_dim'})
-# per opcode: does the record die after a backward without retain_graph
-# (its backward reads saved values, here or in PyTorch)?
+# per opcode: does the record die after a backward without retain_graph?  Its
+# backward reads saved values, or PyTorch's node saves what the record keeps
+# in its fields (rule.frees: a wrapped scalar, indices, a mask).  Not 'put'
+# and 'setitem': cat and stack are built of them, and CatBackward0 saves nothing.
 SAVING = np.array([(bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.kind][2])
-                   or r.name in _SAVES_IN_PYTORCH for r in RULES])
+                   or r.frees for r in RULES])
 _V_OFFSET = np.array([KIND_FIELDS[r.kind][0] for r in RULES])
 _A_OFFSET = np.array([KIND_FIELDS[r.kind][1] for r in RULES])
 _IS_PYTHON = np.array([r.kind == 'python' for r in RULES])

@@ -241,3 +241,28 @@ def test_the_sweep_says_when_it_changes(fresh_dispatch, caplog):
     msgs = [r.getMessage() for r in caplog.records if r.getMessage().startswith('sweep:')]
     assert msgs == ['sweep: a dispatcher over 2 ops (1 of at most 3 per process)',
                     'sweep: a dispatcher over 3 ops (2 of at most 3 per process)']
+
+
+@pytest.mark.parametrize('pieces', [1, 3, 40])     # below and above tape._SMALL_MERGE records
+def test_merging_small_and_large_tapes_keeps_gradients(pieces):
+    from tape import _tape as tp
+    x = tape.tensor([1.0, 2.0, 3.0], dtype=tape.float64, requires_grad=True)
+    w = tape.tensor([0.5, -1.0, 2.0], dtype=tape.float64, requires_grad=True)
+    long = x * 1.0
+    for _ in range(tp.ADOPT_LIMIT + 1):             # past the open tape's cap
+        long = long + 0.0
+    piece = w * 1.0                                  # starts a tape of its own
+    for i in range(pieces - 1):
+        piece = (piece * 2.0).exp() if i == 0 else piece + x[0]
+    assert piece._tape is not long._tape
+    y = (long * piece).sum()                         # the tapes merge here
+    y.backward()
+    torch = pytest.importorskip('torch')
+    tx = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    tw = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    tp_ = tw * 1.0
+    for i in range(pieces - 1):
+        tp_ = (tp_ * 2.0).exp() if i == 0 else tp_ + tx[0]
+    (tx * tp_).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)

@@ -340,53 +340,53 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
 
-def vhp(func, inputs, v=None, create_graph=False, strict=False):
-    """``(func(inputs), v^T H)`` by double backward, without forming H."""
-    with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, 'inputs', 'vhp')
-        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
-        v = _prepare_v(v, inputs, is_inputs_tuple, create_graph, 'vhp',
-                       'The vector v can only be None if the input to the user-provided '
-                       'function is a single Tensor with a single element.')
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, 'outputs of the user-provided function',
-                                              'vhp')
-        _check_requires_grad(outputs, 'outputs', strict=strict)
-        _single_output(outputs, is_outputs_tuple, 'vhp')
-        jac = _autograd_grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, 'jacobian', strict=strict)
-    with set_grad_enabled(True if create_graph else is_grad_enabled()):
-        grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
-        res = _fill_in_zeros(grad_res, inputs, strict, create_graph, 'double_back')
+def _scalar_and_gradient(func, inputs, v, create_graph, strict, name):
+    """The common start of ``vhp`` and ``hvp`` (inside ``enable_grad``): the
+    prepared inputs and ``v``, the function's single output, and its gradient
+    with a graph."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, 'inputs', name)
+    inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+    v = _prepare_v(v, inputs, is_inputs_tuple, create_graph, name,
+                   'The vector v can only be None if the input to the user-provided '
+                   'function is a single Tensor with a single element.')
+    outputs = func(*inputs)
+    is_outputs_tuple, outputs = _as_tuple(outputs, 'outputs of the user-provided function',
+                                          name)
+    _check_requires_grad(outputs, 'outputs', strict=strict)
+    _single_output(outputs, is_outputs_tuple, name)
+    jac = _autograd_grad(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, 'jacobian', strict=strict)
+    return is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac
+
+
+def _second_order_result(outputs, is_outputs_tuple, res, is_inputs_tuple, create_graph):
     outputs = _grad_postprocess(outputs, create_graph)
     res = _grad_postprocess(res, create_graph)
     return (_tuple_postprocess(outputs, is_outputs_tuple),
             _tuple_postprocess(res, is_inputs_tuple))
+
+
+def vhp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(inputs), v^T H)`` by double backward, without forming H."""
+    with enable_grad():
+        is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_and_gradient(
+            func, inputs, v, create_graph, strict, 'vhp')
+    with set_grad_enabled(True if create_graph else is_grad_enabled()):
+        grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
+        res = _fill_in_zeros(grad_res, inputs, strict, create_graph, 'double_back')
+    return _second_order_result(outputs, is_outputs_tuple, res, is_inputs_tuple, create_graph)
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), H v)`` by the double-backward trick, without forming H."""
     from .. import zeros_like
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, 'inputs', 'hvp')
-        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
-        v = _prepare_v(v, inputs, is_inputs_tuple, create_graph, 'hvp',
-                       'The vector v can only be None if the input to the user-provided '
-                       'function is a single Tensor with a single element.')
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, 'outputs of the user-provided function',
-                                              'hvp')
-        _check_requires_grad(outputs, 'outputs', strict=strict)
-        _single_output(outputs, is_outputs_tuple, 'hvp')
-        jac = _autograd_grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, 'jacobian', strict=strict)
+        is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_and_gradient(
+            func, inputs, v, create_graph, strict, 'hvp')
         grad_jac = tuple(zeros_like(inp, requires_grad=True) for inp in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
         _check_requires_grad(jac, 'hessian', strict=strict)
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         grad_res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
         res = _fill_in_zeros(grad_res, inputs, strict, create_graph, 'double_back_trick')
-    outputs = _grad_postprocess(outputs, create_graph)
-    res = _grad_postprocess(res, create_graph)
-    return (_tuple_postprocess(outputs, is_outputs_tuple),
-            _tuple_postprocess(res, is_inputs_tuple))
+    return _second_order_result(outputs, is_outputs_tuple, res, is_inputs_tuple, create_graph)
