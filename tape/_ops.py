@@ -253,6 +253,8 @@ def _record_binary(op, a, b, out):
     tape.gpos = slot + (n or 1)     # an empty result still owns a slot
     v = tape.vpos
     if sv:
+        if (sv & 1 and ad.dtype.kind != 'f') or (sv & 2 and bd.dtype.kind != 'f'):
+            tape.nonfloat_saved = True
         saved = tape.saved
         if sv & 1:
             saved.append(ad)
@@ -352,6 +354,8 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
         for s in saved:
             tape.saved.append(s)
             tape.vpos += np.size(s)
+            if np.result_type(s).kind != 'f':
+                tape.nonfloat_saved = True
     if scale is not None:
         tape.rec += _PACK_C(op, slot, n, g0, g1, x, ax, scale)
     else:
@@ -426,6 +430,25 @@ def _binary(name, scalar_name, rscalar_name, npf):
         tb = type(b)
         if tb is float or tb is int:
             ad = a._data
+            tape = a._tape
+            # the fast lane: a is on a live tape (so it is a float tensor that
+            # requires grad), recording is on, and the constant rides in the record
+            if tape is not None and tape.alias is None and not slow_const and (
+                    not _OFF[0] or grad_mode.enabled):
+                n = ad.size
+                if n < BIG:
+                    out = npf(ad, b)
+                    slot = tape.gpos
+                    tape.gpos = slot + (n or 1)
+                    tape.rec += _PACK_C(sop, slot, n, a._goff, -1, 0, 0, b)
+                    t = _TNEW(Tensor)
+                    t._data = out
+                    t._rg = True
+                    t._tape = tape
+                    t._goff = slot
+                    t._rec = tape.n
+                    tape.n += 1
+                    return t
             n = ad.size             # a Python number leaves the shape as it is
             try:
                 out = npf(ad, b) if n < BIG else _pooled(uf, npf, ad, b)
@@ -435,25 +458,80 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 if out.dtype is not a._data.dtype:      # an int tensor with a float
                     out = _dtypes.binary_result(name, a._data, b, out)
                 return _leaf(out)
-            tape = a._tape
-            if slow_const or tape is None or tape.alias is not None or n >= BIG:
-                if sop is None:
-                    return _record_binary(op, a, _const(b, a), out)
-                return _record_unary(sop, a, out, b)
-            slot = tape.gpos
-            tape.gpos = slot + (n or 1)
-            tape.rec += _PACK_C(sop, slot, n, a._goff, -1, 0, 0, b)
-            t = _TNEW(Tensor)
-            t._data = out
-            t._rg = True
-            t._tape = tape
-            t._goff = slot
-            t._rec = tape.n
-            tape.n += 1
-            return t
+            if sop is None:
+                return _record_binary(op, a, _const(b, a), out)
+            return _record_unary(sop, a, out, b)
         if tb is Tensor:
             ad = a._data
             bd = b._data
+            ta = a._tape
+            tbb = b._tape
+            tape = ta if ta is not None else tbb
+            # the fast lane: an operand on a live tape (so the result requires
+            # grad), the other on it too or not on any, recording on, one dtype,
+            # and equal sizes: broadcasting at most added size-1 dims, which
+            # keeps the flat C order, so the operands line up element by element
+            if tape is not None and tape.alias is None and (tbb is None or tbb is tape) and (
+                    not _OFF[0] or grad_mode.enabled) and bd.dtype is ad.dtype:
+                n = ad.size
+                if n == bd.size and n < BIG:
+                    try:
+                        out = npf(ad, bd)
+                    except ValueError:
+                        raise _broadcast_error(name, a, b) from None
+                    if out.size != n:
+                        return _record_binary(op, a, b, out)
+                    # a leaf operand takes its cached slot on this tape (or registers)
+                    if ta is tape:
+                        g0 = a._goff
+                    elif not a._rg:
+                        g0 = -1
+                    elif a._rec == tape.serial:
+                        g0 = a._goff
+                    else:
+                        g0 = tape.leaf_slot(a)
+                    if tbb is tape:
+                        g1 = b._goff
+                    elif not b._rg:
+                        g1 = -1
+                    elif b._rec == tape.serial:
+                        g1 = b._goff
+                    else:
+                        g1 = tape.leaf_slot(b)
+                    slot = tape.gpos
+                    tape.gpos = slot + (n or 1)
+                    v = tape.vpos
+                    if b_saves:
+                        saved = tape.saved
+                        if b_saves & 1:
+                            saved.append(ad)
+                            v += n
+                            if ta is None:          # inline Tape.save_box
+                                box = a._vbox
+                                if box is None:
+                                    box = a._vbox = [0]
+                                tape.boxes.append((box, box[0], tape.n))
+                        if b_saves & 2:
+                            saved.append(bd)
+                            v += n
+                            if tbb is None:
+                                box = b._vbox
+                                if box is None:
+                                    box = b._vbox = [0]
+                                tape.boxes.append((box, box[0], tape.n))
+                        if b_saves & 4:
+                            saved.append(out)
+                            v += n
+                    tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
+                    tape.vpos = v
+                    t = _TNEW(Tensor)
+                    t._data = out
+                    t._rg = True
+                    t._tape = tape
+                    t._goff = slot
+                    t._rec = tape.n
+                    tape.n += 1
+                    return t
             na = ad.size
             nb = bd.size
             try:
@@ -468,66 +546,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 return _leaf(out)
             if bd.dtype is not ad.dtype:            # PyTorch's promotion, not NumPy's
                 out = _dtypes.binary_result(name, ad, bd, out)
-            ta = a._tape
-            tbb = b._tape
-            tape = ta if ta is not None else tbb
-            # equal sizes mean broadcasting at most added size-1 dims, which keeps
-            # the flat C order: the operands line up element by element
-            n = out.size
-            if tape is None or tape.alias is not None or na != n or nb != n or (
-                    tbb is not None and tbb is not tape) or n >= BIG:
-                return _record_binary(op, a, b, out)
-            # a leaf operand takes its cached slot on this tape (or registers)
-            if ta is tape:
-                g0 = a._goff
-            elif not a._rg:
-                g0 = -1
-            elif a._rec == tape.serial:
-                g0 = a._goff
-            else:
-                g0 = tape.leaf_slot(a)
-            if tbb is tape:
-                g1 = b._goff
-            elif not b._rg:
-                g1 = -1
-            elif b._rec == tape.serial:
-                g1 = b._goff
-            else:
-                g1 = tape.leaf_slot(b)
-            slot = tape.gpos
-            tape.gpos = slot + (n or 1)
-            v = tape.vpos
-            if b_saves:
-                saved = tape.saved
-                if b_saves & 1:
-                    saved.append(ad)
-                    v += n
-                    if ta is None:          # inline Tape.save_box
-                        box = a._vbox
-                        if box is None:
-                            box = a._vbox = [0]
-                        tape.boxes.append((box, box[0], tape.n))
-                if b_saves & 2:
-                    saved.append(bd)
-                    v += n
-                    if tbb is None:
-                        box = b._vbox
-                        if box is None:
-                            box = b._vbox = [0]
-                        tape.boxes.append((box, box[0], tape.n))
-                if b_saves & 4:
-                    saved.append(out)
-                    v += n
-            tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
-            tape.vpos = v
-            t = _TNEW(Tensor)
-            t._data = out
-            t._rg = True
-            t._tape = tape
-            t._goff = slot
-            t._rec = tape.n
-            tape.n += 1
-            return t
+            return _record_binary(op, a, b, out)
         if isinstance(b, (np.floating, np.integer)):
             return fwd(a, b.item())     # a NumPy number promotes like a Python one
         if isinstance(b, _scalar_types):
@@ -659,6 +678,32 @@ def _unary(name, npf):
         if type(a) is not Tensor:
             a = _const(a)
         ad = a._data
+        tape = a._tape
+        # the fast lane: a is on a live tape (a float tensor that requires grad)
+        # and recording is on
+        if tape is not None and tape.alias is None and (not _OFF[0] or grad_mode.enabled):
+            n = ad.size
+            if n < BIG:
+                out = npf(ad)
+                slot = tape.gpos
+                tape.gpos = slot + (n or 1)
+                v = tape.vpos
+                if saves & 1:
+                    tape.saved.append(ad)
+                    v += n
+                if saves & 4:
+                    tape.saved.append(out)
+                    v += n
+                tape.rec += _PACK(op, slot, n, a._goff, -1, tape.vpos, 0, 0)
+                tape.vpos = v
+                t = _TNEW(Tensor)
+                t._data = out
+                t._rg = True
+                t._tape = tape
+                t._goff = slot
+                t._rec = tape.n
+                tape.n += 1
+                return t
         try:
             out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
         except TypeError:
@@ -671,29 +716,7 @@ def _unary(name, npf):
             if out.dtype is not ad.dtype:        # exp of an int tensor: the default float
                 out = _dtypes.float_result(ad, out)
             return _leaf(out)
-        tape = a._tape
-        n = out.size
-        if tape is None or tape.alias is not None or n >= BIG:
-            return _record_unary(op, a, out)
-        slot = tape.gpos
-        tape.gpos = slot + (n or 1)
-        v = tape.vpos
-        if saves & 1:
-            tape.saved.append(ad)
-            v += n
-        if saves & 4:
-            tape.saved.append(out)
-            v += n
-        tape.rec += _PACK(op, slot, n, a._goff, -1, tape.vpos, 0, 0)
-        tape.vpos = v
-        t = _TNEW(Tensor)
-        t._data = out
-        t._rg = True
-        t._tape = tape
-        t._goff = slot
-        t._rec = tape.n
-        tape.n += 1
-        return t
+        return _record_unary(op, a, out)
     f.__name__ = name
     return f
 

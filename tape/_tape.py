@@ -118,7 +118,7 @@ class Tape:
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
-                 'big', '__weakref__')
+                 'big', 'nonfloat_saved', '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -147,6 +147,9 @@ class Tape:
         self.dead_upto = 0
         self.xslots = 0         # result slots beyond one per record (multi-output Functions)
         self.big = []           # BigRecord per big record (tape/_big.py)
+        # saved holds an integer or bool array (an op between a float tensor
+        # and an integer one): pack must convert, it cannot join the bytes
+        self.nonfloat_saved = False
         self.freed = None       # (V, A lengths) dropped when every record died
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
@@ -452,6 +455,7 @@ def merge(dst, src):
     dst.n += src.n
     dst.saved.extend(src.saved)
     dst.vpos += src.vpos
+    dst.nonfloat_saved = dst.nonfloat_saved or src.nonfloat_saved
     dst.attrs.extend(src.attrs)
     dst.apos += src.apos
     for t, slot in src.leaves:

@@ -266,3 +266,48 @@ def test_merging_small_and_large_tapes_keeps_gradients(pieces):
     (tx * tp_).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+
+def _packed_values(t):
+    from tape import _sweep
+    return _sweep.pack(t._tape)[1]
+
+
+@pytest.mark.parametrize('case', ['f64', 'f32', 'mixed', 'int', 'view', 'freed'])
+def test_pack_joins_or_concatenates_saved_values_alike(case):
+    # pack joins the saved values' bytes when they are all float64 or all
+    # float32; every other mix must take np.concatenate and give the same V
+    from tape import _sweep
+    f32 = case in ('f32', 'mixed')
+    dt = tape.float32 if f32 else tape.float64
+    x = tape.tensor(rng.standard_normal(5), dtype=dt, requires_grad=True)
+    y = tape.tanh(x * x) * 3.0
+    if case == 'mixed':
+        y = y * tape.tensor(rng.standard_normal(5), requires_grad=True)     # a float64 part
+    if case == 'int':
+        y = y * tape.tensor([1, 2, 3, 4, 5])                                # an int64 part
+    if case == 'view':
+        m = tape.tensor(rng.standard_normal((5, 5)), dtype=dt, requires_grad=True)
+        y = y * m.t()[0]                                  # a non-contiguous saved operand
+    if case == 'freed':
+        y.sum().backward()                                # frees what was saved ...
+        y = tape.exp(y) * x                               # ... then the tape records more
+    t = y._tape
+    parts = ([np.zeros(t.freed[0], np.float32)] if t.freed else []) + list(t.saved)
+    want = np.concatenate(parts, axis=None)
+    if want.dtype != np.float32:
+        want = want.astype(np.float64)
+    got = _packed_values(y)
+    assert got.dtype == want.dtype and got.flags.writeable
+    np.testing.assert_array_equal(got, want)
+    if case in ('f64', 'f32'):
+        assert _sweep._joined(t) is not None              # the fast way was taken
+    if case == 'int':
+        assert t.nonfloat_saved
+    if case == 'view':
+        assert _sweep._joined(t) is None                  # join refuses a strided part
+    if case == 'freed':
+        assert t.freed is not None
+        return
+    y.sum().backward()
+    assert x.grad is not None
