@@ -179,6 +179,14 @@ def masked_select(a, mask):
 
 
 # ------------------------------------------------------------ x[key] = value
+def _broadcasts_to(shape, target):
+    """Can an array of ``shape`` broadcast to ``target`` (NumPy's rule, without
+    the ~8 us of ``np.broadcast_to`` on a scratch array)?"""
+    if len(shape) > len(target):
+        return False
+    return all(s == 1 or s == t for s, t in zip(shape[::-1], target[::-1]))
+
+
 def setitem(a, key, value):
     """``a[key] = value``: in place; on a recorded ``a`` (or a value that requires
     grad) the write is recorded, so gradients flow to the kept part of the old
@@ -191,9 +199,7 @@ def setitem(a, key, value):
         raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
     vd = value._data if isinstance(value, Tensor) else value
     vshape = np.shape(vd)
-    try:
-        np.broadcast_to(np.empty(vshape, bool), np.shape(pos))
-    except ValueError:
+    if not _broadcasts_to(vshape, np.shape(pos)):
         raise RuntimeError(f'setitem: shape mismatch: value tensor of shape {_shape_str(vshape)} '
                            f'cannot be broadcast to indexing result of shape '
                            f'{_shape_str(np.shape(pos))} (tensor of shape {tuple(d.shape)})') \

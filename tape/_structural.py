@@ -44,7 +44,10 @@ def record_where(name, mask, a, b, out):
         b = _ops.expand(b, shape)
     if not a._rg:
         a, b, mask = b, a, ~np.asarray(mask)        # the recorded input goes first
-    m = np.ascontiguousarray(np.broadcast_to(mask, shape), dtype=_I64).reshape(-1)
+    mask = np.asarray(mask)
+    if mask.shape != shape:         # (np.broadcast_to costs ~8 us; a mask rarely needs it)
+        mask = np.broadcast_to(mask, shape)
+    m = np.ascontiguousarray(mask, dtype=_I64).reshape(-1)
     return _record_struct(OP[name], a, out, attrs=m, b=b if b._rg else None)
 
 

@@ -219,22 +219,28 @@ class Tape:
                     'changed in place after the op used it; change a copy (clone()) instead.')
         if not self.dirty:
             return
-        # records before each change that read the changed slot's saved value
-        # (vectorized: a loop writing into a graph tensor makes many entries)
+        # records before a change that read the changed slot's saved value; all
+        # changes at once (a loop writing into a graph tensor makes one entry a
+        # write, and a pass over the records per entry was quadratic): per
+        # changed slot the last change, looked up for every record's fields
         ops = R[:, 0] & ~BIG_FLAG
-        checks = [(_SAVED_AT[f][ops], R[:, f]) for f in (1, 3, 4)]
-        live = np.asarray(used[:len(R)], bool)
+        dirty = np.array(self.dirty, np.int64).reshape(-1, 2)
+        dirty = dirty[np.lexsort((dirty[:, 1], dirty[:, 0]))]
+        last = np.r_[dirty[1:, 0] != dirty[:-1, 0], True]
+        slots, last_at = dirty[last, 0], dirty[last, 1]
         order = np.arange(len(R))
-        for slot, at in self.dirty:
-            hit = live & (order < at) & ((checks[0][0] & (checks[0][1] == slot)) |
-                                         (checks[1][0] & (checks[1][1] == slot)) |
-                                         (checks[2][0] & (checks[2][1] == slot)))
-            if hit.any():
-                k = int(np.argmax(hit))
-                raise RuntimeError(
-                    'one of the variables needed for gradient computation has '
-                    'been modified by an inplace operation: the tensor saved by '
-                    f'{RULES[ops[k]].node} (record {k}) was changed after it was saved.')
+        hit = np.zeros(len(R), bool)
+        for f in (1, 3, 4):
+            vals = R[:, f]
+            j = np.minimum(np.searchsorted(slots, vals), len(slots) - 1)
+            hit |= _SAVED_AT[f][ops] & (slots[j] == vals) & (order < last_at[j])
+        hit &= np.asarray(used[:len(R)], bool)
+        if hit.any():
+            k = int(np.argmax(hit))
+            raise RuntimeError(
+                'one of the variables needed for gradient computation has '
+                'been modified by an inplace operation: the tensor saved by '
+                f'{RULES[ops[k]].node} (record {k}) was changed after it was saved.')
 
     def dead_mask(self):
         """uint8 per record, 1 where dead (None when nothing is).

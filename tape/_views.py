@@ -190,7 +190,7 @@ class _SavedMemory:
     it, extended as the tape grows (an in-place loop over a graph tensor scans
     once per op; rescanning every saved array each time was quadratic)."""
     __slots__ = ('saved', 'nsaved', 'off', 'nrec', 'starts', 'lo', 'hi', 'rec', 'nbig',
-                 '__weakref__')
+                 'ranges', 'nranges', '__weakref__')
 
     def __init__(self, tape):
         self.saved = tape.saved         # the list object: replaced when the tape releases
@@ -198,8 +198,12 @@ class _SavedMemory:
         self.off = tape.freed[0] if tape.freed is not None else 0
         self.nrec = 0
         self.starts = []                # (V offset, record) of records that save values
-        self.lo, self.hi, self.rec = [], [], []
+        self.lo, self.hi, self.rec = [], [], []     # added since the last lookup
         self.nbig = 0
+        # (lo, hi, record) rows of every range, in an array grown by doubling:
+        # converting the whole of three Python lists per lookup was quadratic
+        self.ranges = np.empty((64, 3), np.int64)
+        self.nranges = 0
 
     def extend(self, tape):
         from ._big import BIG_FLAG
@@ -245,11 +249,25 @@ class _SavedMemory:
     def overlapping(self, memory):
         """Records whose saved arrays may share ``memory`` (by byte range, as
         ``np.may_share_memory`` decides)."""
-        if not self.rec or not memory.size:
+        if self.rec:
+            new = len(self.rec)
+            end = self.nranges + new
+            if end > len(self.ranges):
+                grown = np.empty((max(2 * len(self.ranges), end), 3), np.int64)
+                grown[:self.nranges] = self.ranges[:self.nranges]
+                self.ranges = grown
+            part = self.ranges[self.nranges:end]
+            part[:, 0] = self.lo
+            part[:, 1] = self.hi
+            part[:, 2] = self.rec
+            self.nranges = end
+            self.lo, self.hi, self.rec = [], [], []
+        if not self.nranges or not memory.size:
             return ()
         lo, hi = byte_bounds(memory)
-        hit = (np.array(self.lo) < hi) & (np.array(self.hi) > lo)
-        return set(np.array(self.rec)[hit].tolist())
+        r = self.ranges[:self.nranges]
+        hit = (r[:, 0] < hi) & (r[:, 1] > lo)
+        return set(r[hit, 2].tolist())
 
 
 _SCANS = weakref.WeakKeyDictionary()

@@ -410,3 +410,25 @@ def test_tensor_methods_take_alpha_and_rounding_mode():
     assert x.grad.tolist() == [1.0, 1.0]
     with pytest.raises(TypeError):
         x.add('a')
+
+
+def test_inplace_checks_see_each_slots_last_change():
+    # the check looks up, per changed slot, its last change: changes of other
+    # slots in between, or of the same slot before it was saved, do not count
+    x = tape.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = x * 1
+    g = x * 2
+    h.add_(1)                   # before h is saved
+    y = h * g                   # saves h and g
+    k = x * 3
+    k.add_(1)                   # another slot, after the save
+    (y.sum() + k.sum()).backward()
+    assert x.grad.tolist() == [9.0, 13.0, 17.0]        # d/dx of (x+1)*2x + 3x+1
+    h2 = x * 1
+    g2 = x * 2
+    g2.add_(1)
+    y2 = h2 * g2                # saves h2 and g2
+    h2.add_(1)                  # h2 changes after the save (g2's change came before)
+    g2.add_(0)
+    with pytest.raises(RuntimeError, match='modified by an inplace operation'):
+        y2.sum().backward()
