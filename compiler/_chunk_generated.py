@@ -95,15 +95,15 @@ def vjp_div(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_pow(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """PowBackward1: ga += grad * where_pos(eq(b, 0.0), 0.0, pow_grad(a, b)); gb += grad * xlogy_safe(out, a)"""
+    """PowBackward1: ga += where_pos(eq(b, 0.0), 0.0, grad * pow_grad(a, b)); gb += grad * xlogy_safe(out, a)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * where_pos(eq(b[i], 0.0), 0.0, pow_grad(a[i], b[i]))
+                ga[i] = where_pos(eq(b[i], 0.0), 0.0, g[i] * pow_grad(a[i], b[i]))
         else:
             for i in range(n):
-                ga[i] += g[i] * where_pos(eq(b[i], 0.0), 0.0, pow_grad(a[i], b[i]))
+                ga[i] += where_pos(eq(b[i], 0.0), 0.0, g[i] * pow_grad(a[i], b[i]))
     if gb.shape[0]:
         if set_b:
             for i in range(n):
@@ -313,15 +313,15 @@ def vjp_rdiv_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_pow_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """PowBackward0: ga += grad * pow_grad(a, c)"""
+    """PowBackward0: ga += where_pos(eq(c, 0.0), 0.0, grad * pow_grad(a, c))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * pow_grad(a[i], c)
+                ga[i] = where_pos(eq(c, 0.0), 0.0, g[i] * pow_grad(a[i], c))
         else:
             for i in range(n):
-                ga[i] += g[i] * pow_grad(a[i], c)
+                ga[i] += where_pos(eq(c, 0.0), 0.0, g[i] * pow_grad(a[i], c))
 
 
 @njit(cache=True, error_model='numpy')
@@ -729,28 +729,28 @@ def vjp_leaky_relu(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_elu(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """EluBackward0: ga += grad * where_pos(a, 1.0, out + c)"""
+    """EluBackward0: ga += grad * where_pos(a, 1.0, where_pos(-a, out + c, c))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * where_pos(a[i], 1.0, out[i] + c)
+                ga[i] = g[i] * where_pos(a[i], 1.0, where_pos(-a[i], out[i] + c, c))
         else:
             for i in range(n):
-                ga[i] += g[i] * where_pos(a[i], 1.0, out[i] + c)
+                ga[i] += g[i] * where_pos(a[i], 1.0, where_pos(-a[i], out[i] + c, c))
 
 
 @njit(cache=True, error_model='numpy')
 def vjp_softplus(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """SoftplusBackward0: ga += grad * where_pos(eq(out, a), 1.0, sigmoid(a * c))"""
+    """SoftplusBackward0: ga += grad * where_pos(eq(out, a), 1.0, where_pos(d - a * c, sigmoid(a * c), sigmoid(d)))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * where_pos(eq(out[i], a[i]), 1.0, sigmoid(a[i] * c))
+                ga[i] = g[i] * where_pos(eq(out[i], a[i]), 1.0, where_pos(d - a[i] * c, sigmoid(a[i] * c), sigmoid(d)))
         else:
             for i in range(n):
-                ga[i] += g[i] * where_pos(eq(out[i], a[i]), 1.0, sigmoid(a[i] * c))
+                ga[i] += g[i] * where_pos(eq(out[i], a[i]), 1.0, where_pos(d - a[i] * c, sigmoid(a[i] * c), sigmoid(d)))
 
 
 @njit(cache=True, error_model='numpy')

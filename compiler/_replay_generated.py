@@ -13,7 +13,7 @@ from numba import njit, uint64
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
 from compiler.kernels import ceil, cosh, eq, erf, exp2, floor, fmod, gt, logaddexp0, maximum, minimum, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, where_pos  # noqa: F401
 
-PYTHON_OP = 106
+PYTHON_OP = 107
 BIG_FLAG = 1048576     # records over large tensors are not replayed (tape/_big.py)
 
 
@@ -265,6 +265,9 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 105:  # contiguous
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
+        elif op == 106:  # diagonal
+            if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
         else:
             return k      # a cold rule: the caller runs COLD_FWD[op]
     return -1
@@ -498,7 +501,7 @@ def _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take."""
+    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal."""
     if in0 < 0:
         return k
     for i in range(n):

@@ -11,7 +11,7 @@ from numba import njit, uint64
 
 from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
-PYTHON_OP = 106
+PYTHON_OP = 107
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
@@ -188,6 +188,8 @@ def sweep(R, G, V, A, reach, start, stop):
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 105:  # contiguous
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 106:  # diagonal
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # Python runs it (COLD, or a new dispatcher)
     return -1
@@ -355,7 +357,7 @@ def _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
-    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take."""
+    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal."""
     for i in range(n):
         G[g0 + A[ax + i]] += G[go + i]
     return -1
@@ -447,7 +449,7 @@ def _op_pow(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv1 + i], 0.0), 0.0, pow_grad(V[uv0 + i], V[uv1 + i]))
+            G[ug + i] += where_pos(eq(V[uv1 + i], 0.0), 0.0, G[ugo + i] * pow_grad(V[uv0 + i], V[uv1 + i]))
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
@@ -640,7 +642,7 @@ def _op_pow_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * pow_grad(V[uv0 + i], c)
+            G[ug + i] += where_pos(eq(c, 0.0), 0.0, G[ugo + i] * pow_grad(V[uv0 + i], c))
     return -1
 
 
@@ -1027,7 +1029,7 @@ def _op_elu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * where_pos(V[uv0 + i], 1.0, V[uv1 + i] + c)
+            G[ug + i] += G[ugo + i] * where_pos(V[uv0 + i], 1.0, where_pos(-V[uv0 + i], V[uv1 + i] + c, c))
     return -1
 
 
@@ -1042,7 +1044,7 @@ def _op_softplus(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv1 + i], V[uv0 + i]), 1.0, sigmoid(V[uv0 + i] * c))
+            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv1 + i], V[uv0 + i]), 1.0, where_pos(d - V[uv0 + i] * c, sigmoid(V[uv0 + i] * c), sigmoid(d)))
     return -1
 
 
@@ -1234,4 +1236,4 @@ COLD = {
 }
 
 # the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
-HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 57, 62, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 78, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 97, 98, 99, 100, 101, 102, 103, 104, 105})
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 57, 62, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 78, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106})

@@ -216,3 +216,29 @@ def accumulate(dst, G, start):
     u = uint64(start)
     for i in range(uint64(dst.shape[0])):
         dst[i] += G[u + i]
+
+
+@njit(cache=True)
+def depends_on(ins0, ins1, outs, py_row, py_in_at, py_in, py_out_at, py_out, mark, dep):
+    """Per record (in recording order): does it read a marked slot?  Its result
+    slots are then marked too.  Slots are compacted to 0..len(mark)-1, -1 for
+    none; ``py_row[k]`` >= 0 makes record k a Python record whose input and
+    output slots are ``py_in[py_in_at[j]:py_in_at[j + 1]]`` (likewise out)."""
+    for k in range(ins0.shape[0]):
+        j = py_row[k]
+        if j >= 0:
+            d = False
+            for i in range(py_in_at[j], py_in_at[j + 1]):
+                if py_in[i] >= 0 and mark[py_in[i]]:
+                    d = True
+            if d:
+                for i in range(py_out_at[j], py_out_at[j + 1]):
+                    if py_out[i] >= 0:
+                        mark[py_out[i]] = 1
+            dep[k] = d
+        else:
+            a = ins0[k]
+            b = ins1[k]
+            if (a >= 0 and mark[a]) or (b >= 0 and mark[b]):
+                dep[k] = True
+                mark[outs[k]] = 1

@@ -656,7 +656,7 @@ gather, scatter, scatter_add, index_select = _ix.gather, _ix.scatter, _ix.scatte
 masked_select, take = _ix.masked_select, _ix.take
 bmm, matmul, dot, mv, outer, ger, einsum = (
     _la.bmm, _la.matmul, _la.dot, _la.mv, _la.outer, _la.outer, _la.einsum)
-inner = _la.dot
+inner = _la.inner
 
 
 def softmax(input, dim, dtype=None):  # noqa: A002  (torch.softmax: dim is required)

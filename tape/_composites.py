@@ -36,6 +36,7 @@ from . import _linalg as _la
 from . import _ops
 from . import _reductions as _red
 from . import _shapes as _sh
+from . import _views
 from ._dtypes import default_dtype
 from ._reductions import _flat_index, _ValuesIndices, take_as
 from ._tape import grad_mode, note_value_use
@@ -112,8 +113,22 @@ tril = _triangle(np.tril, 'tril')
 triu = _triangle(np.triu, 'triu')
 
 
+def _diagonal_of(offset, d1, d2):
+    """The function that makes the ``offset`` diagonal of the (d1, d2) planes of an
+    array as a writeable view (NumPy's ``diagonal`` is read-only): the planes'
+    dims moved last, the offset sliced off, then one dim whose stride steps a
+    row and a column at once."""
+    def fn(m):
+        m = np.moveaxis(m, (d1, d2), (-2, -1))[..., max(-offset, 0):, max(offset, 0):]
+        n = min(m.shape[-2], m.shape[-1])
+        return np.lib.stride_tricks.as_strided(
+            m, m.shape[:-2] + (n,), m.strides[:-2] + (m.strides[-2] + m.strides[-1],))
+    return fn
+
+
 def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
-    """The diagonal of the (dim1, dim2) planes, as a new last dim (a copy, not a view).
+    """The diagonal of the (dim1, dim2) planes, as a new last dim: a view, as in
+    PyTorch, so ``a.diagonal().add_(eps)`` changes ``a``.
 
     >>> import tape
     >>> tape.arange(9.0).reshape(3, 3).diagonal(1)
@@ -129,7 +144,9 @@ def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
                            f'{d.ndim} (shape {tuple(d.shape)})')
     if d1 == d2:
         raise RuntimeError(f'diagonal dimensions cannot be identical {dim1}, {dim2}')
-    return _pick(a, np.diagonal(_flat_index(d.shape), int(offset), d1, d2))
+    fn = _diagonal_of(int(offset), d1, d2)
+    out = fn(d) if type(d) is np.ndarray else np.diagonal(d, int(offset), d1, d2).copy()
+    return _views.as_view(_ops._take_record(a, out, 'diagonal', fn), a, fn)
 
 
 _diagonal = diagonal        # diag's argument named diagonal hides the function

@@ -57,7 +57,9 @@ def _step(x):
 
 
 def _sign(x):
-    return _const_like(x, np.sign(_data(x))) if isinstance(x, Tensor) else float(np.sign(x))
+    # kept in the graph (derivative 0) like PyTorch's sgn(x): abs's gradient then
+    # requires grad, and a second grad gives zeros rather than an error
+    return _mask_of((x,), np.sign(_data(x))) if isinstance(x, Tensor) else float(np.sign(x))
 
 
 def _ge_half(x, y):
@@ -130,7 +132,8 @@ FORMULA_NAMESPACE = {
     'exp': _scalar_ok(_ops.exp, math.exp), 'log': _scalar_ok(_ops.log, math.log),
     'sqrt': _scalar_ok(_ops.sqrt, math.sqrt), 'sin': _scalar_ok(_ops.sin, math.sin),
     'cos': _scalar_ok(_ops.cos, math.cos), 'tanh': _scalar_ok(_ops.tanh, math.tanh),
-    'sigmoid': _ops.sigmoid, 'abs': _abs, 'pow': _ops.pow_,
+    'sigmoid': _scalar_ok(_ops.sigmoid, lambda v: 1.0 / (1.0 + math.exp(-v)) if v > -700 else 0.0),
+    'abs': _abs, 'pow': _ops.pow_,
     'step': _step, 'sign': _sign, 'ge_half': _ge_half, 'pow_grad': _pow_grad,
     'xlogy_safe': _xlogy_safe,
     'sinh': _scalar_ok(_ew.sinh, math.sinh), 'cosh': _scalar_ok(_ew.cosh, math.cosh),
@@ -199,7 +202,7 @@ def _add(acc, slot, g):
 def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     """Backward from ``outputs`` with Tensor ops.  Accumulates into leaves' ``.grad``
     (``inputs is None``) or returns the gradients of ``inputs``."""
-    from ._sweep import SECOND_BACKWARD, _graph_of, pack
+    from ._sweep import SECOND_BACKWARD, _graph_of, needed_for, pack
     gts = list(grad_tensors) if grad_tensors is not None else [None] * len(outputs)
     # everything the sweep touches must sit on one tape before it starts
     tape = _graph_of(list(outputs) + [g for g in gts if isinstance(g, Tensor) and g._rg])
@@ -230,7 +233,11 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
         start = max(o._rec for o in outputs if o._tape is tape)
         hooks = tape.hooks
         dead = tape.dead_mask()     # records an earlier backward freed (None: none)
+        # with inputs, only the records on a path to them run (PyTorch's engine)
+        needed = needed_for(tape, R, inputs) if inputs is not None else None
         for k in range(start, -1, -1):
+            if needed is not None and not needed[k]:
+                continue
             if dead is not None and dead[k] and R[k, 0] != _PYTHON \
                     and _out_grad(acc, int(R[k, 1]), int(R[k, 2])) is not None:
                 raise RuntimeError(SECOND_BACKWARD)     # it would read freed values
@@ -242,7 +249,8 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
         if not retain_graph:
             from ._sweep import release
             slots = np.array([s for s in acc if isinstance(s, int)], dtype=np.int64)
-            release(tape, np.isin(R[:, 1], slots), R)
+            used = np.isin(R[:, 1], slots)
+            release(tape, used if needed is None else used & needed, R)
     for o, gt in leaf_roots:
         _add(acc, ('leaf', id(o)), _flat(gt))
     if inputs is not None:

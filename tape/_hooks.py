@@ -74,7 +74,8 @@ class SlotHooks:
     ``node``: the hooks of the node that produced the tensor (NodeHooks), on the
     SlotHooks of each output of that record.  ``exact``: whether ``shape`` is the
     tensor's own (False when only a node, which knows a size, registered it)."""
-    __slots__ = ('slot', 'size', 'shape', 'dtype', 'fns', 'retain', 'name', 'node', 'exact')
+    __slots__ = ('slot', 'size', 'shape', 'dtype', 'fns', 'retain', 'name', 'node', 'exact',
+                 '__weakref__')
 
     def __init__(self, t, slot=-1, size=0, shape=(), dtype=np.float64, exact=True):
         if t is not None:

@@ -124,6 +124,23 @@ def dot(a, b):
     return _ops.matmul(a, b)
 
 
+def inner(a, b):
+    """``torch.inner``: a product over the last dimension of each (a scalar's: a product)."""
+    a, b = _t(a), _t(b)
+    sa, sb = np.shape(a._data), np.shape(b._data)
+    if not sa or not sb:
+        return _ops.mul(a, b)
+    if len(sa) == 1 and len(sb) == 1:
+        return dot(a, b)
+    if sa[-1] != sb[-1]:
+        raise RuntimeError(f'inner() the last dimension must match on both input tensors but '
+                           f'got shapes {list(sa)} and {list(sb)}')
+    k = sa[-1]
+    m, n = int(np.prod(sa[:-1], dtype=np.int64)), int(np.prod(sb[:-1], dtype=np.int64))
+    out = _ops.matmul(_ops.reshape(a, m, k), _ops.t(_ops.reshape(b, n, k)))
+    return _ops.reshape(out, sa[:-1] + sb[:-1])
+
+
 def mv(a, v):
     a, v = _t(a), _t(v)
     sa, sv = np.shape(a._data), np.shape(v._data)

@@ -16,6 +16,7 @@ import numpy as np
 from ._big import BIG_BASE, BIG_FLAG, Grads
 from ._hooks import RemovableHandle, SlotHooks
 from ._rules import OP, RULES
+from ._tape import STALE
 from ._tensor import Tensor, _leaf
 
 _PYTHON = OP['python']
@@ -25,13 +26,24 @@ _BROADCAST = OP['broadcast']
 class NodeHooks:
     """The hooks of one graph node (record): ``pre`` get ``grad_outputs``, ``post``
     get ``(grad_inputs, grad_outputs)``.  ``holders``: the SlotHooks of the
-    record's outputs that carry it, in the order the sweep visits them."""
-    __slots__ = ('pre', 'post', 'holders')
+    record's outputs that carry it, in the order the sweep visits them, held
+    weakly: each SlotHooks holds its node, and the tape's ``hooks`` dict holds
+    the SlotHooks, so a strong link back would be a reference cycle that keeps
+    the hooks (and what they close over) alive after the graph dies."""
+    __slots__ = ('pre', 'post', '_holders')
 
     def __init__(self):
         self.pre = []
         self.post = []
-        self.holders = []
+        self._holders = ()
+
+    @property
+    def holders(self):
+        return [h for h in (r() for r in self._holders) if h is not None]
+
+    @holders.setter
+    def holders(self, hs):
+        self._holders = tuple(weakref.ref(h) for h in hs)
 
 
 def nodes_last(per_rec):
@@ -50,7 +62,7 @@ def nodes_last(per_rec):
 def _live(nd):
     """(tape, record) of a node, following merges made since it was handed out."""
     tape, rec = nd._tape, nd._rec
-    while tape.alias is not None:
+    while tape.alias is not None and tape.alias is not STALE:
         rec += tape.rshift
         tape = tape.alias
     return tape, rec

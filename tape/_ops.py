@@ -18,7 +18,7 @@ from ._pool import pool
 from ._tape import shift_slot as _shift_slot
 from ._tape import grad_off as _OFF
 from ._tape import PACK as _PACK, PACK_C as _PACK_C, PACK_CD as _PACK_CD
-from ._tape import grad_mode, merge, open_tape, resolve
+from ._tape import STALE as _STALE, grad_mode, merge, open_tape, resolve
 from ._tensor import Tensor, _leaf, _norm_dim, _storage, _bump_version, _TNEW
 from ._views import as_view as _as_view
 from . import _views
@@ -1346,7 +1346,8 @@ def inplace(a, name, other=None, alpha=None):
     elif a._extra is not None and 'alias_of' in a._extra:
         ref, slot = a._extra['alias_of']      # a detached view of a graph tensor
         alias_tape = ref()
-        while alias_tape is not None and alias_tape.alias is not None:   # merged since
+        while alias_tape is not None and alias_tape.alias is not None \
+                and alias_tape.alias is not _STALE:                      # merged since
             slot = _shift_slot(slot, alias_tape.gshift)
             alias_tape = alias_tape.alias
         if alias_tape is not None:

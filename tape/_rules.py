@@ -151,8 +151,9 @@ RULES = [
     E('div', 'DivBackward0', 'ab', ('grad / b', '-grad * a / (b * b)'), fwd='a / b'),
     # PyTorch's masks: no gradient to the base where the exponent is 0, nor to the
     # exponent where the base is 0 and the exponent >= 0 (so 0 ** 0 gives no NaN);
-    # where_pos keeps the Tensor form of pow_grad (create_graph) from 0 * inf there
-    E('pow', 'PowBackward1', 'ab', ('grad * where_pos(eq(b, 0.0), 0.0, pow_grad(a, b))',
+    # where_pos keeps the Tensor form of pow_grad (create_graph) from 0 * inf there,
+    # and a NaN gradient from passing where the exponent is 0 (PyTorch selects 0)
+    E('pow', 'PowBackward1', 'ab', ('where_pos(eq(b, 0.0), 0.0, grad * pow_grad(a, b))',
                                     'grad * xlogy_safe(out, a)'),
       fwd='pow(a, b)'),
     # ties split the gradient in half and a NaN on either side passes it to both,
@@ -183,7 +184,8 @@ RULES = [
     E('mul_scalar', 'MulBackward0', 'a', ('grad * c',), consts='c', fwd='a * c', frees=True),
     E('div_scalar', 'DivBackward0', 'a', ('grad / c',), consts='c', fwd='a / c', frees=True),
     E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c', fwd='c / a'),
-    E('pow_scalar', 'PowBackward0', 'a', ('grad * pow_grad(a, c)',), consts='c',
+    E('pow_scalar', 'PowBackward0', 'a', ('where_pos(eq(c, 0.0), 0.0, grad * pow_grad(a, c))',),
+      consts='c',
       fwd='power(a, c)'),
     # out * log(c), but 0 where c == 0 and a >= 0 (out <= 1), as PyTorch masks it;
     # c + zero(out) is c as a Tensor like out, which the Tensor form of xlogy_safe takes
@@ -236,14 +238,18 @@ RULES = [
     # c is the negative slope; x == 0 takes the negative side, as in PyTorch
     E('leaky_relu', 'LeakyReluBackward0', 'a', ('grad * where_pos(a, 1.0, c)',), consts='c',
       fwd='where_pos(a, a, a * c)'),
-    # c is alpha; below 0, d/dx alpha*(exp(x)-1) = out + alpha (no exp of a large x)
-    E('elu', 'EluBackward0', 'a', ('grad * where_pos(a, 1.0, out + c)',), consts='c',
+    # c is alpha; below 0, d/dx alpha*(exp(x)-1) = out + alpha (no exp of a large x);
+    # at x == 0 the constant alpha, as PyTorch's double backward is 0 there
+    E('elu', 'EluBackward0', 'a', ('grad * where_pos(a, 1.0, where_pos(-a, out + c, c))',),
+      consts='c',
       fwd='where_pos(a, a, c * expm1(minimum(a, 0.0)))'),
     # c is beta, d the threshold (the forward's; softplus returns x itself where
     # beta x > threshold).  Above the threshold out == a; below it out == a only
-    # where sigmoid(beta x) already rounds to 1, so the backward needs no d.
+    # where sigmoid(beta x) already rounds to 1.  At beta x == threshold the value is
+    # the constant sigmoid(d): PyTorch's double backward is 0 there.
     E('softplus', 'SoftplusBackward0', 'a',
-      ('grad * where_pos(eq(out, a), 1.0, sigmoid(a * c))',), consts='cd',
+      ('grad * where_pos(eq(out, a), 1.0, where_pos(d - a * c, sigmoid(a * c), sigmoid(d)))',),
+      consts='cd',
       fwd='where_pos(gt(a * c, d), a, logaddexp0(a * c) / c)'),
     # sign(-0.0) is 0.0 in NumPy; the helper keeps the zero's sign, hence + 0.0;
     # sign(NaN) is 0, as in PyTorch
@@ -322,6 +328,7 @@ RULES = [
     S('reshape_alias', 'ReshapeAliasBackward0', 'identity'),   # reshape of a strided view
     S('unsafe_view', 'UnsafeViewBackward0', 'identity'),       # reshape that copies
     S('contiguous', 'CloneBackward0', 'identity'),  # contiguous() of a strided view: a copy
+    S('diagonal', 'DiagonalBackward0', 'take'),
     S('python', 'PythonBackward', 'python'),       # runs Python: custom Function, hooks
 ]
 

@@ -20,7 +20,8 @@ import threading
 import numpy as np
 
 from ._big import BIG_BASE, BIG_FLAG, Grads, sweep_chain, sweep_record
-from ._rules import RULES
+from ._rules import OP, RULES
+from ._reroot import mark_stale
 from ._tape import REC, SAVING, inplace_epoch, resolve
 from ._tensor import _leaf
 
@@ -304,9 +305,12 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A):
                     k = stop - 1    # node hooks ran the record itself (tape/_hooks.py)
     used = None
-    if dead or tape.epoch != inplace_epoch[0] or floor >= 0:
+    if dead or tape.epoch != inplace_epoch[0] or inputs is not None:
         used = store.reached_records(R)
-        used[:floor + 1] = False                # records below the inputs were not swept
+        if inputs is not None:
+            # PyTorch's engine runs only the nodes on a path to an input: the
+            # others are neither checked nor freed (a later grad may need them)
+            used &= needed_for(tape, R, inputs)
         if dead and np.any(tape.dead_mask() & used[:tape.n]):
             raise RuntimeError(SECOND_BACKWARD)
         if tape.epoch != inplace_epoch[0]:      # something changed in place since recording
@@ -322,11 +326,59 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 _accumulate(r, g)
     if retain_graph:
         tape.packed = (tape.n, R, V, A)
-    elif floor >= 0:
+    elif used is not None and inputs is not None:
         release(tape, used, R)
     else:
         release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
     return result
+
+
+_PYTHON_OP = OP['python']
+
+
+def needed_for(tape, R, inputs):
+    """Per record of R: does its result depend on one of ``inputs`` (the records
+    a gradient with respect to them passes through)?"""
+    targets = []
+    for x in inputs:
+        if x._tape is tape:
+            targets.append(x._goff)
+        else:
+            targets.extend(s for leaf, s in tape.leaves if leaf is x)
+    n = len(R)
+    if not targets or not n:
+        return np.zeros(n, bool)
+    py_row = np.full(n, -1, np.int64)
+    ins, outs, ins_at, outs_at = [], [], [0], [0]
+    if tape.py:
+        for j, k in enumerate(np.nonzero(R[:, 0] == _PYTHON_OP)[0].tolist()):
+            p = tape.py[int(R[k, 6])]
+            py_row[k] = j
+            ins.extend(p.in_slots)
+            outs.extend(p.out_slots)
+            ins_at.append(len(ins))
+            outs_at.append(len(outs))
+    ins = np.array(ins, np.int64)
+    outs = np.array(outs, np.int64)
+    every = np.concatenate([R[:, 1], R[:, 3], R[:, 4], ins, outs, targets])
+    slots = np.unique(every[every >= 0])
+
+    def compact(s):
+        return np.where(s >= 0, np.searchsorted(slots, s), -1)
+    mark = np.zeros(len(slots), np.uint8)
+    mark[compact(np.array(targets, np.int64))] = 1
+    dep = np.zeros(n, np.bool_)
+    _depends_on(compact(R[:, 3]), compact(R[:, 4]), compact(R[:, 1]), py_row,
+                np.array(ins_at, np.int64), compact(ins), np.array(outs_at, np.int64),
+                compact(outs), mark, dep)
+    return dep
+
+
+def _depends_on(*args):
+    global _depends_on
+    from compiler.kernels import depends_on
+    _depends_on = depends_on          # import (and compile) on first use only
+    depends_on(*args)
 
 
 def run_scalar(root, retain_graph):
@@ -416,7 +468,9 @@ def release(tape, used, R):
         tape.dead_upto = 0
         if not (dead | ~saving).all():
             return
-    # every record that saved something is dead: free the buffers
+    # every record that saved something is dead: free the buffers, and have a
+    # tensor of this graph that is used again move its history off (_reroot.py)
+    mark_stale(tape)
     tape.freed = (tape.vpos, 0)
     tape.saved = []
     for meta in tape.big:

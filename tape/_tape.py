@@ -325,10 +325,20 @@ def shift_slot(slot, shift):
     return slot + (shift[1] if slot >= BIG_BASE else shift[0])
 
 
+# A tape's alias when a backward released it whole (tape/_reroot.py): not None,
+# so the fast paths take the general one, which resolves.
+STALE = type('Stale', (), {'__repr__': lambda self: 'STALE', '__slots__': ()})()
+
+
 def resolve(t):
-    """Follow merges: make ``t._tape`` the live tape its records now sit on."""
+    """Follow merges: make ``t._tape`` the live tape its records now sit on (for a
+    tape a backward released, stale: a new one when ``t``'s history can move,
+    see tape/_reroot.py)."""
     tape = t._tape
     while tape.alias is not None:
+        if tape.alias is STALE:
+            from ._reroot import reroot
+            return reroot(t)
         t._goff = shift_slot(t._goff, tape.gshift)
         t._rec += tape.rshift
         tape = tape.alias

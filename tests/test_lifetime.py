@@ -282,3 +282,38 @@ def test_jit_training_loop_runs_in_flat_memory():
     growth = _flat_loop(step)
     assert growth < FLAT_BOUND, f'heap grew by {growth} bytes over 9000 steps'
     assert loss_of.stats()['replays'] >= 10000
+
+
+def test_a_view_of_a_parameter_made_once_gives_pytorchs_gradients_step_after_step(no_gc):
+    # weight tying: Wt made once; its history moves off each released tape
+    torch = pytest.importorskip('torch')
+    rng = np.random.default_rng(5)
+    W0, X = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+
+    def train(lib):
+        W = lib.tensor(W0, requires_grad=True)
+        Wt = W.t()[:, 1:]
+        x = lib.tensor(X)
+        out = []
+        for step in range(4):
+            loss = (x[:, 1:] @ Wt.t() @ Wt).tanh().sum()
+            loss.backward()
+            with lib.no_grad():
+                W -= 0.1 * W.grad          # seen through the view
+            out.append(W.grad.numpy().copy())
+            W.grad = None
+        return np.array(out)
+    np.testing.assert_allclose(train(tape), train(torch), rtol=1e-12)
+
+
+def test_a_tensor_whose_history_saves_values_stays_and_still_raises(no_gc):
+    w = tape.tensor([1.0, 2.0], requires_grad=True)
+    e = w.exp()                                   # exp saves its result
+    (e * 2).sum().backward()
+    with pytest.raises(RuntimeError, match='backward through the graph a second time'):
+        (e * 3).sum().backward()
+    v = w[1:]                                     # saves nothing: reusable
+    (v * 2).sum().backward()
+    (v * 3).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [2 * np.exp(1.0), 2 * np.exp(2.0) + 5.0],
+                               rtol=1e-6)

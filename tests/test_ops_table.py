@@ -239,6 +239,7 @@ CASES = [
     C('unsqueeze', lambda m, x: x.unsqueeze(-1), ((2, 3),), ((),)),
     C('transpose', lambda m, x: x.transpose(0, 2), ((2, 3, 2),)),
     C('permute', lambda m, x: x.permute(2, 0, 1), ((2, 3, 2),)),
+    C('diagonal', lambda m, x: x.diagonal(-1, 0, 2), ((3, 2, 4),), ((2, 1, 5),)),
     C('t', lambda m, x: x.t(), ((2, 3),)),
     C('T', lambda m, x: x.T, ((2, 3),)),
     C('t_vector', lambda m, x: x.t() * 2, ((3,),), ((),)),

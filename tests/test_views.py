@@ -245,3 +245,35 @@ def test_stacking_many_rows_keeps_gradients_and_values():
     assert s.shape == (37, 2) and s[5].tolist() == [5.0, -5.0]
     (s * s).sum().backward()
     assert rows[7].grad.tolist() == [14.0, -14.0]
+
+
+def test_diagonal_is_a_view():
+    # A.diagonal().add_(eps): a common regularisation, which must change A
+    a = tape.tensor([[1.0, 2.0], [3.0, 4.0]])
+    a.diagonal().add_(10)
+    assert a.tolist() == [[11.0, 2.0], [3.0, 14.0]]
+    b = tape.zeros(2, 3, 3)
+    b.diagonal(1, 1, 2).fill_(1)
+    assert b[0].tolist() == [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    assert b.diagonal(5).shape == (3, 0)
+    w = _x([[1.0, 2.0], [3.0, 4.0]])
+    assert w.diagonal().grad_fn.name() == 'DiagonalBackward0'
+    with pytest.raises(RuntimeError, match='leaf Variable that requires grad'):
+        w.diagonal().add_(1)
+
+
+def test_diagonal_view_in_place_matches_pytorch():
+    torch = pytest.importorskip('torch')
+
+    def program(lib):
+        x = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]],
+                       dtype=lib.float64, requires_grad=True)
+        h = x * x
+        h.diagonal().mul_(3)                     # through the view: CopySlices
+        h.diagonal(-1).add_(x[0, :2])
+        d = h.diagonal(1)                        # a view made before a change of h
+        h.mul_(2)
+        (h.sum() + (d * d).sum()).backward()
+        return h.detach().numpy(), x.grad.numpy()
+    for got, want in zip(program(tape), program(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -148,6 +148,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     single = isinstance(inputs, Tensor)
     if not ins:
         raise RuntimeError('`inputs` argument to `grad()` cannot be empty.')
+    if materialize_grads and allow_unused is False:
+        raise ValueError('Expected allow_unused to be True or not passed when '
+                         'materialize_grads=True, but got: allow_unused=False.')
     for i, x in enumerate(ins):
         if not isinstance(x, Tensor):
             raise TypeError(f'grad: inputs[{i}] is a {type(x).__name__}, not a Tensor')
@@ -158,6 +161,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         _check_reachable(outs, ins)
     if retain_graph is None:
         retain_graph = create_graph
+    if is_grads_batched:
+        return _batched_grad(outs, ins, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     grads = _seeds(outs, grad_outputs, create_graph)
     if create_graph:
         from .._differentiable import backward_differentiable
@@ -170,12 +176,58 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     out = []
     for i, g in enumerate(res):
         if g is None:
-            if materialize_grads:
+            if materialize_grads:   # PyTorch's zeros_like(input, requires_grad=create_graph)
                 g = _leaf(np.zeros_like(ins[i]._data))
+                g.requires_grad_(bool(create_graph))
             elif not allow_unused:
                 raise _unused_error(i, ins[i])
         out.append(g)
     del single
+    return tuple(out)
+
+
+def _batched_grad(outs, ins, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """``is_grads_batched``: each grad_output has a leading batch dimension; one
+    backward per batch entry (PyTorch vmaps it), the results stacked along dim 0."""
+    from .._shapes import stack
+    gos = _seq(grad_outputs)
+    if gos is None or len(gos) != len(outs) or not all(isinstance(g, Tensor) for g in gos):
+        raise RuntimeError('grad: is_grads_batched=True needs one batched Tensor in '
+                           'grad_outputs per output')
+    sizes = set()
+    for i, (o, g) in enumerate(zip(outs, gos)):
+        gs = tuple(g._data.shape)
+        if not gs or gs[1:] != tuple(o._data.shape):
+            raise RuntimeError(f'If `is_grads_batched=True`, we interpret the first dimension '
+                               f'of each grad_output as the batch dimension. The sizes of the '
+                               f'remaining dimensions are expected to match the shape of '
+                               f'corresponding output, but a mismatch was detected: '
+                               f'grad_output[{i}] has a shape of {list(gs)} and output[{i}] '
+                               f'has a shape of {list(o._data.shape)}.')
+        sizes.add(gs[0])
+    if len(sizes) != 1:
+        raise RuntimeError('grad: the batched grad_outputs must share their batch size')
+    nb = sizes.pop()
+    per = []
+    for b in range(nb):
+        per.append(grad(outs, ins, [g[b] for g in gos],
+                        retain_graph=retain_graph if b == nb - 1 else True,
+                        create_graph=create_graph, allow_unused=True))
+    out = []
+    for i, x in enumerate(ins):
+        col = [p[i] for p in per]
+        if all(g is None for g in col):
+            if materialize_grads or nb == 0:
+                g = _leaf(np.zeros((nb,) + x._data.shape, x._data.dtype))
+                out.append(g.requires_grad_(bool(create_graph and materialize_grads)))
+            elif not allow_unused:
+                raise _unused_error(i, x)
+            else:
+                out.append(None)
+            continue
+        col = [_leaf(np.zeros_like(x._data)) if g is None else g for g in col]
+        out.append(stack(col, 0))
     return tuple(out)
 
 

@@ -656,6 +656,8 @@ def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     _not_for(_t(input), 'iub', 'elu_cpu')
 
     def celu(x):
+        if alpha > 0:       # alpha * elu(x / alpha): elu's derivatives at 0, as PyTorch's
+            return _ops.mul(_ew.elu(_ops.div(x, alpha), 1.0), alpha)
         neg = _ew.expm1(_ops.div(_ew.clamp(x, max=0.0), alpha))
         return _ops.add(_ops.relu(x), _ops.mul(neg, alpha))
     return _maybe_inplace(_t(input), celu, inplace)
