@@ -378,6 +378,8 @@ def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == 'floor':
+        if _mode.enabled and any(isinstance(t, Tensor) and t._rg for t in (input, other)):
+            return _ew.floor(_div(input, other))        # differentiable: zero gradient
         return floor_divide(input, other)
     if rounding_mode != 'trunc':
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
@@ -679,12 +681,30 @@ def repeat_interleave(a, repeats, dim=None):
     return _ix.index_select(a, dim, idx)
 
 
+class _FloorDivide(autograd.Function):
+    """``//`` of a tensor that requires grad: its result requires grad too, and
+    a backward that reaches it raises, as PyTorch's ``NotImplemented`` node does
+    (``div(rounding_mode='floor')`` is the differentiable form, with zero gradient)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return floor_divide(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError('derivative for aten::floor_divide is not implemented')
+
+
+_FloorDivide._backward_name = 'NotImplemented'          # PyTorch's node name
+autograd.function._register_node_class('NotImplemented')
+
+
 def floor_divide(a, b):
-    """``a // b`` rounded toward minus infinity, in PyTorch's result dtype (not
-    differentiable, as in PyTorch: a tensor that requires grad gets a zero
-    gradient through it).  Integer division by zero raises, as in PyTorch."""
-    if isinstance(a, Tensor) and a._rg and a._data.dtype.kind == 'f' and _mode.enabled:
-        return _ew.floor(_div(a, b))
+    """``a // b`` rounded toward minus infinity, in PyTorch's result dtype.  Not
+    differentiable, as in PyTorch: on a tensor that requires grad it records a
+    node whose backward raises.  Integer division by zero raises, as in PyTorch."""
+    if _mode.enabled and any(isinstance(t, Tensor) and t._rg for t in (a, b)):
+        return _FloorDivide.apply(a, b)
     ad = a._data if isinstance(a, Tensor) else a
     bd = b._data if isinstance(b, Tensor) else b
     if np.result_type(ad, bd).kind in 'iub' and not isinstance(bd, builtins.float):

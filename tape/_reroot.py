@@ -15,6 +15,8 @@ lets a second backward run through), and points the tensor there; the old
 tape then dies with the step's other tensors.  A history that saves values is
 dead after the release (a backward through it raises), so such a tensor stays.
 """
+import weakref
+
 import numpy as np
 
 from ._big import BIG_FLAG
@@ -23,6 +25,7 @@ from ._tape import REC, SAVING, STALE, Tape
 
 MAX_RECORDS = 64        # a longer history stays where it is (copying it per use costs more)
 _PYTHON = OP['python']
+_CANNOT = weakref.WeakKeyDictionary()      # stale tape -> records whose history cannot move
 
 
 def mark_stale(tape):
@@ -34,8 +37,13 @@ def reroot(t):
     """Move ``t``'s history to a new tape if it saves nothing; the tape ``t``
     records on afterwards (the stale one when it cannot move)."""
     tape = t._tape
+    failed = _CANNOT.get(tape)
+    if failed is not None and t._rec in failed:
+        return tape
     plan = _history(tape, t)
     if plan is None:
+        # remembered, so that each later op on t does not walk its history again
+        _CANNOT.setdefault(tape, set()).add(t._rec)
         return tape
     R, chain = plan
     leaf_of = {slot: leaf for leaf, slot in tape.leaves}

@@ -432,3 +432,21 @@ def test_inplace_checks_see_each_slots_last_change():
     g2.add_(0)
     with pytest.raises(RuntimeError, match='modified by an inplace operation'):
         y2.sum().backward()
+
+
+def test_floor_divide_of_a_tensor_that_requires_grad_raises_at_backward():
+    # PyTorch: the result requires grad, its grad_fn is a NotImplemented node,
+    # and a backward that reaches it raises
+    torch = pytest.importorskip('torch')
+    for lib in (tape, torch):
+        x = lib.tensor([3.0, 5.0], requires_grad=True)
+        y = x // 2
+        assert y.requires_grad and y.tolist() == [1.0, 2.0]
+        assert type(y.grad_fn).__name__ == 'NotImplemented'
+        with pytest.raises(RuntimeError, match='derivative for aten::floor_divide is not '
+                                               'implemented'):
+            y.sum().backward()
+        assert (lib.tensor([7.0]) // x[:1]).requires_grad
+        with lib.no_grad():
+            assert not (x // 2).requires_grad
+        assert x.grad is None
