@@ -219,13 +219,14 @@ def accumulate(dst, G, start):
 
 
 @njit(cache=True)
-def depends_on(ins0, ins1, outs, py_row, py_in_at, py_in, py_out_at, py_out, mark, dep):
-    """Per record (in recording order): does it read a marked slot?  Its result
-    slots are then marked too.  Slots are compacted to 0..len(mark)-1, -1 for
-    none; ``py_row[k]`` >= 0 makes record k a Python record whose input and
-    output slots are ``py_in[py_in_at[j]:py_in_at[j + 1]]`` (likewise out)."""
-    for k in range(ins0.shape[0]):
-        j = py_row[k]
+def depends_on(R, py_row, py_in_at, py_in, py_out_at, py_out, mark, dep):
+    """Per record of R (in recording order): does it read a marked slot (fields
+    3 and 4; ``mark`` is indexed by slot)?  Its result slot (field 1) is then
+    marked too.  When ``py_row`` is not empty, ``py_row[k]`` >= 0 makes record
+    k a Python record whose input and output slots are
+    ``py_in[py_in_at[j]:py_in_at[j + 1]]`` (likewise out)."""
+    for k in range(R.shape[0]):
+        j = py_row[k] if py_row.shape[0] > 0 else -1
         if j >= 0:
             d = False
             for i in range(py_in_at[j], py_in_at[j + 1]):
@@ -237,8 +238,8 @@ def depends_on(ins0, ins1, outs, py_row, py_in_at, py_in, py_out_at, py_out, mar
                         mark[py_out[i]] = 1
             dep[k] = d
         else:
-            a = ins0[k]
-            b = ins1[k]
+            a = R[k, 3]
+            b = R[k, 4]
             if (a >= 0 and mark[a]) or (b >= 0 and mark[b]):
                 dep[k] = True
-                mark[outs[k]] = 1
+                mark[R[k, 1]] = 1

@@ -84,6 +84,8 @@ class Grads:
         """Per record of R: was its result slot reached?"""
         outs = R[:, 1]
         small = outs < BIG_BASE
+        if small.all():
+            return self.reach[outs] != 0
         mask = np.zeros(len(R), bool)
         mask[small] = self.reach[outs[small]] != 0
         for i in np.nonzero(~small)[0]:

@@ -87,9 +87,12 @@ def _abs(x):
     return _ops.abs_(x)
 
 
-def _piecewise_const(npf):
-    # floor/trunc/ge/eq have zero derivative
+def _piecewise_const(npf, on_numbers=None):
+    # floor/trunc/ge/eq have zero derivative; ``on_numbers`` computes one of
+    # plain numbers (a rule's constant: eq(c, 0.0)) without NumPy's overhead
     def f(*args):
+        if on_numbers is not None and not any(isinstance(x, Tensor) for x in args):
+            return on_numbers(*args)
         return _mask_of(args, npf(*(_data(x) for x in args)))
     return f
 
@@ -139,8 +142,10 @@ FORMULA_NAMESPACE = {
     'sinh': _scalar_ok(_ew.sinh, math.sinh), 'cosh': _scalar_ok(_ew.cosh, math.cosh),
     'erf': _scalar_ok(_ew.erf, math.erf),
     'floor': _piecewise_const(np.floor), 'trunc': _piecewise_const(np.trunc),
-    'ge': _piecewise_const(lambda x, y: (np.asarray(x) >= y).astype(np.float64)),
-    'eq': _piecewise_const(lambda x, y: (np.asarray(x) == y).astype(np.float64)),
+    'ge': _piecewise_const(lambda x, y: (np.asarray(x) >= y).astype(np.float64),
+                           lambda x, y: float(x >= y)),
+    'eq': _piecewise_const(lambda x, y: (np.asarray(x) == y).astype(np.float64),
+                           lambda x, y: float(x == y)),
     'where_pos': _where_pos, 'inv0': _inv0, 'zero': _zero,
 }
 _COMPILED = {}

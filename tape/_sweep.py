@@ -36,6 +36,7 @@ _EMPTY_F = np.zeros(1)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _EMPTY_I = np.zeros(1, dtype=np.int64)
+_NO_INTS = np.zeros(0, dtype=np.int64)
 _kernel = None
 _cold_table = None
 
@@ -304,13 +305,17 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             for h in hooks[stop].values():
                 if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A):
                     k = stop - 1    # node hooks ran the record itself (tape/_hooks.py)
+    # PyTorch's engine runs only the nodes on a path to an input: the others
+    # are neither checked nor freed (a later grad may need them)
+    needed = needed_for(tape, R, inputs) if inputs is not None else None
+    if needed is not None and needed.all():
+        needed = None                           # (every record leads to an input)
     used = None
-    if dead or tape.epoch != inplace_epoch[0] or inputs is not None:
+    if dead or tape.epoch != inplace_epoch[0] or floor >= 0 or needed is not None:
         used = store.reached_records(R)
-        if inputs is not None:
-            # PyTorch's engine runs only the nodes on a path to an input: the
-            # others are neither checked nor freed (a later grad may need them)
-            used &= needed_for(tape, R, inputs)
+        if needed is not None:
+            used &= needed
+        used[:floor + 1] = False                # records below the inputs were not swept
         if dead and np.any(tape.dead_mask() & used[:tape.n]):
             raise RuntimeError(SECOND_BACKWARD)
         if tape.epoch != inplace_epoch[0]:      # something changed in place since recording
@@ -326,7 +331,7 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 _accumulate(r, g)
     if retain_graph:
         tape.packed = (tape.n, R, V, A)
-    elif used is not None and inputs is not None:
+    elif floor >= 0 or needed is not None:
         release(tape, used, R)
     else:
         release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
@@ -338,7 +343,12 @@ _PYTHON_OP = OP['python']
 
 def needed_for(tape, R, inputs):
     """Per record of R: does its result depend on one of ``inputs`` (the records
-    a gradient with respect to them passes through)?"""
+    a gradient with respect to them passes through)?  None when every record
+    does: each record depends on some leaf of its tape, so when every leaf is
+    an input (``grad(loss, params)``) there is nothing to look up."""
+    ids = {id(x) for x in inputs}
+    if all(id(leaf) in ids for leaf, _ in tape.leaves):
+        return None
     targets = []
     for x in inputs:
         if x._tape is tape:
@@ -346,11 +356,13 @@ def needed_for(tape, R, inputs):
         else:
             targets.extend(s for leaf, s in tape.leaves if leaf is x)
     n = len(R)
+    dep = np.zeros(n, np.bool_)
     if not targets or not n:
-        return np.zeros(n, bool)
-    py_row = np.full(n, -1, np.int64)
-    ins, outs, ins_at, outs_at = [], [], [0], [0]
+        return dep
+    py_row = ins = outs = ins_at = outs_at = _NO_INTS
     if tape.py:
+        py_row = np.full(n, -1, np.int64)
+        ins, outs, ins_at, outs_at = [], [], [0], [0]
         for j, k in enumerate(np.nonzero(R[:, 0] == _PYTHON_OP)[0].tolist()):
             p = tape.py[int(R[k, 6])]
             py_row[k] = j
@@ -358,19 +370,27 @@ def needed_for(tape, R, inputs):
             outs.extend(p.out_slots)
             ins_at.append(len(ins))
             outs_at.append(len(outs))
-    ins = np.array(ins, np.int64)
-    outs = np.array(outs, np.int64)
-    every = np.concatenate([R[:, 1], R[:, 3], R[:, 4], ins, outs, targets])
-    slots = np.unique(every[every >= 0])
+        ins, outs = np.array(ins, np.int64), np.array(outs, np.int64)
+        ins_at, outs_at = np.array(ins_at, np.int64), np.array(outs_at, np.int64)
+    targets = np.array(targets, np.int64)
+    if tape.bpos == BIG_BASE:
+        # small slots only: mark them by slot number
+        mark = np.zeros(tape.gpos + 1, np.uint8)
+        Rs = R
+    else:
+        # large slots are numbered from BIG_BASE on: number every slot afresh
+        every = np.concatenate([R[:, 1], R[:, 3], R[:, 4], ins, outs, targets])
+        slots = np.unique(every[every >= 0])
 
-    def compact(s):
-        return np.where(s >= 0, np.searchsorted(slots, s), -1)
-    mark = np.zeros(len(slots), np.uint8)
-    mark[compact(np.array(targets, np.int64))] = 1
-    dep = np.zeros(n, np.bool_)
-    _depends_on(compact(R[:, 3]), compact(R[:, 4]), compact(R[:, 1]), py_row,
-                np.array(ins_at, np.int64), compact(ins), np.array(outs_at, np.int64),
-                compact(outs), mark, dep)
+        def compact(s):
+            return np.where(s >= 0, np.searchsorted(slots, s), -1)
+        Rs = R.copy()
+        for f in (1, 3, 4):
+            Rs[:, f] = compact(R[:, f])
+        ins, outs, targets = compact(ins), compact(outs), compact(targets)
+        mark = np.zeros(len(slots), np.uint8)
+    mark[targets] = 1
+    _depends_on(Rs, py_row, ins_at, ins, outs_at, outs, mark, dep)
     return dep
 
 
