@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 
 from compiler.codegen import _KERNEL_HELPERS, _Subst
 
@@ -214,20 +215,28 @@ def load(prefix, src, attr, key=None):
     key = key or _key(src)
     name = f'{prefix}_{key}'
     path = os.path.join(d, name + '.py')
-    if not os.path.exists(path):
-        tmp = f'{path}.{os.getpid()}.tmp'
-        with open(tmp, 'w') as f:
-            f.write(src)
-        os.replace(tmp, path)        # atomic: another process may write the same file
-    module = sys.modules.get(name)
-    if module is None:
-        # Numba compiles it now, or loads it from its cache (cache=True)
-        _log.info('generated kernels: %s', name)
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+    with _load_lock:                # (a thread must not take a half-run module)
+        if not os.path.exists(path):
+            tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
+            with open(tmp, 'w') as f:
+                f.write(src)
+            os.replace(tmp, path)        # atomic: another process may write the same file
+        module = sys.modules.get(name)
+        if module is None:
+            # Numba compiles it now, or loads it from its cache (cache=True)
+            _log.info('generated kernels: %s', name)
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
     return getattr(module, attr)
+
+
+_load_lock = threading.RLock()
 
 
 def call(fn, run, n, consts):

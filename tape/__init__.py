@@ -651,6 +651,7 @@ flatten, unflatten, squeeze, unsqueeze = _sh.flatten, _sh.unflatten, _sh.squeeze
 movedim = moveaxis = _sh.movedim
 swapaxes = swapdims = _sh.swapaxes
 tile, flip, fliplr, flipud, narrow = _sh.tile, _sh.flip, _sh.fliplr, _sh.flipud, _sh.narrow
+select = _sh.select
 split, chunk, unbind = _sh.split, _sh.chunk, _sh.unbind
 cat = concat = concatenate = _sh.cat
 stack, hstack, vstack = _sh.stack, _sh.hstack, _sh.vstack
@@ -760,7 +761,7 @@ def _bind_more():
                  'max', 'min', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'norm', 'all',
                  'any', 'count_nonzero', 'flatten', 'unflatten', 'squeeze', 'unsqueeze',
                  'movedim', 'moveaxis', 'swapaxes', 'swapdims', 'narrow', 'split', 'chunk',
-                 'unbind', 'fliplr', 'flipud', 'gather', 'scatter', 'scatter_add',
+                 'select', 'unbind', 'fliplr', 'flipud', 'gather', 'scatter', 'scatter_add',
                  'index_select', 'masked_select', 'take', 'bmm', 'matmul', 'dot', 'mv',
                  'outer', 'ger', 'inner', 'softmax', 'log_softmax', 'repeat_interleave',
                  'floor_divide', 'unique'):

@@ -283,14 +283,15 @@ def _chunk_kernels():
     return _kernels
 
 
-def sweep_chain(tape, k, R, grads, stop, keep=()):
+def sweep_chain(tape, k, R, grads, stop, keep=(), needed=None):
     """Run the big elementwise records k, k-1, ... (down to stop+1) of one size
     together, chunk by chunk; return the lowest record index handled.
 
     Gradients of slots made and used only inside the run stay in cache-sized
     scratch buffers, so the run streams each saved array once and writes only
     the gradients that leave it: the fused one-pass backward DESIGN.md
-    measured at the memory-bandwidth floor.
+    measured at the memory-bandwidth floor.  ``needed`` (per record, or
+    None): records off every path to autograd.grad's inputs are not run.
     """
     n = int(R[k, 2])
     RF = R.view(np.float64)
@@ -311,7 +312,7 @@ def sweep_chain(tape, k, R, grads, stop, keep=()):
     live = []
     for j in run:
         go = fields[j][1]
-        if not grads.reached(go):
+        if not grads.reached(go) or (needed is not None and not needed[j]):
             continue
         live.append(j)
         for s in (fields[j][3], fields[j][4]):

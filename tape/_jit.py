@@ -32,7 +32,11 @@ signature) when its trace reads a tensor's value into Python (``item()``,
 ``bool()``, ``numpy()``, ``tolist()``), draws random numbers, changes an
 argument in place, uses ``detach()``/``.data`` of an argument, records an op
 the replay kernel lacks (custom Functions, hooks, large tensors, the rarer
-structural ops), or returns anything but tensors that require grad.  A closed
+structural ops), or returns anything but tensors that require grad; so is one
+whose trace prints, casts an argument to integers or copies it with
+``tensor()``, draws from NumPy's or Python's global generator, changes a
+Python value it reads, keeps a tensor of the call (in a list, an attribute) or
+returns a view of an argument.  A closed
 over constant changed in place since the trace makes the next call trace
 again, and so does a parameter rebound to another tensor: each call checks
 that the function's closure, globals and argument objects still lead to the
@@ -64,7 +68,8 @@ _READS = ('item', 'tolist', 'numpy', '__array__', '__bool__', '__float__', '__in
 _EFFECTS = ('add_', 'sub_', 'mul_', 'div_', '__iadd__', '__isub__', '__imul__', '__itruediv__',
             '__ipow__', 'clamp_', 'clip_', 'copy_', 'detach_', 'fill_', 'masked_fill_',
             'scatter_', 'scatter_add_', 'zero_', '__setitem__', 'requires_grad_',
-            'register_hook', 'retain_grad', 'register_post_accumulate_grad_hook', 'backward')
+            'register_hook', 'retain_grad', 'register_post_accumulate_grad_hook', 'backward',
+            '__repr__', '__str__', '__format__')
 
 
 def jit(fn=None):
@@ -246,7 +251,7 @@ class _Plan:
     __slots__ = ('R', 'Rb', 'Rbytes', 'Vt', 'A', 'n', 'gpos', 'fills', 'deliver', 'outputs',
                  'structure', 'boxes', 'consts', 'unreached', 'objects', 'replay', 'params',
                  'watch', 'statics', 'checks', 'order',
-                 'params_now', 'fn')
+                 'params_now', 'fn', 'ranges')
 
     def valid(self, args):
         """Still the same objects among the arguments, the same parameters where
@@ -284,6 +289,12 @@ class _Plan:
                 if not _numpy_record(self.R, F, V, self.Vt, k):
                     raise RuntimeError('tape.jit: a traced record could not be replayed')
                 k = self.replay(self.R, F, V, self.Vt, self.A, k + 1, self.n)
+        for slot, size, dtype in self.ranges:
+            # (binary_cross_entropy's check of its input, as eager makes it)
+            d = F[slot:slot + size].astype(dtype)
+            if np.any((d < 0) | (d > 1)):
+                raise RuntimeError('binary_cross_entropy: all elements of input should be '
+                                   f'between 0 and 1 (input of {size} elements)')
         tape = Tape()
         tape.rec = bytearray(self.Rbytes)
         tape.n = self.n
@@ -435,6 +446,8 @@ def _module_watch():
     trace must not run: turning grad mode off (what runs then is baked in),
     sweeping into ``.grad`` or out of the graph, drawing from a generator
     object (the global one is checked by its state)."""
+    import builtins
+
     import tape as _t
     from tape import _grad_mode, autograd
     from tape.nn import functional
@@ -466,7 +479,31 @@ def _module_watch():
         return property(lambda self: _refuse('the trace drew random numbers (from a '
                                              'tape.Generator)') or self.__dict__['_rng'],
                         lambda self, v: self.__dict__.__setitem__('_rng', v))
+    def cast(real):             # _ops.to: a cast to an integer or bool dtype records nothing
+        def to(a, dtype):
+            out = real(a, dtype)
+            if out is not a and a._rg and not out._rg and grad_mode.enabled:
+                note_value_use('the trace cast a tensor to an integer or bool dtype (its '
+                               'values would be baked in)')
+            return out
+        return to
+
+    def printing(real):         # a replay would print nothing
+        def run(*a, **k):
+            _refuse('the trace printed (a replay would not)')
+            return real(*a, **k)
+        return run
+
+    def infer(real):            # tape.tensor(data): a tensor in data is copied as a constant
+        def get(data, *a, **k):
+            if isinstance(data, Tensor) or (isinstance(data, (list, tuple)) and any(
+                    isinstance(e, Tensor) for e in _t._flat(data))):
+                note_value_use('the trace copied a tensor into a new one (tensor(), '
+                               'new_tensor()): its values would be baked in')
+            return real(data, *a, **k)
+        return get
     out = [(_grad_mode, 'set_grad_mode', no_grad), (autograd, 'run', sweep('a backward sweep')),
+           (_t._ops, 'to', cast), (_t, '_infer', infer), (builtins, 'print', printing),
            (autograd, 'backward', sweep('backward()')),
            (_t, '_run_scalar', sweep('backward()')), (functional, '_rng_of', rng_of)]
     if isinstance(getattr(_t, 'Generator', None), type):
@@ -476,7 +513,9 @@ def _module_watch():
 
 def _effect(name, real):
     """``real`` (a Tensor method or property) stopping this thread's trace, if it traces."""
-    why = ('the trace changed a tensor in place' if name not in (
+    why = ('the trace printed or formatted a tensor' if name in (
+        '__repr__', '__str__', '__format__') else
+           'the trace changed a tensor in place' if name not in (
         'register_hook', 'retain_grad', 'register_post_accumulate_grad_hook', 'backward',
         'requires_grad_') else 'the trace ran backward()' if name == 'backward'
         else 'the trace registered a hook or changed requires_grad')
@@ -563,26 +602,83 @@ def _statics(fn, args):
     """(where, key) for the Python numbers, strings and None that ``fn`` reads
     from its closure and globals, and that its object arguments hold as
     attributes (a module's ``training`` flag, say): baked into a trace, so a
-    change traces again, as a changed argument of these types does."""
+    change traces again, as a changed argument of these types does.  Helper
+    functions it names are followed (their closures and globals, a few calls
+    deep), and so are the attributes its code names on the objects it reaches
+    (``cfg.scale`` of a global ``cfg``, ``self.cfg.scale``)."""
     out = []
-    for i, cell in enumerate(fn.__closure__ or ()):
-        try:
-            v = cell.cell_contents
-        except ValueError:
-            continue
-        if _is_static(v):
-            out.append((f'fn.__closure__[{i}].cell_contents', _static_key(v)))
-    g = fn.__globals__
-    for name in fn.__code__.co_names:
-        v = g.get(name, _lookup)
-        if v is not _lookup and _is_static(v):
-            out.append((f'fn.__globals__.get({name!r})', _static_key(v)))
+    _fn_statics(fn, 'fn', out, 0, set())
     for i, a in enumerate(args):
         d = getattr(a, '__dict__', None) if type(a) is not Tensor and not _is_static(a) else None
         if type(d) is dict:
             out += [(f'args[{i}].__dict__.get({k!r})', _static_key(v))
                     for k, v in list(d.items())[:_STATIC_ATTRS] if _is_static(v)]
-    return tuple(out)
+            _value_statics(a, f'args[{i}]', _code_names(fn.__code__), out, 0, {id(fn)})
+    return tuple(dict.fromkeys(out))[:_STATIC_MAX]
+
+
+_STATIC_MAX = 256           # statics checked per call, at most
+_FOLLOW = 3                 # helper-function calls followed
+
+
+def _code_names(code):
+    """The global and attribute names ``code`` (and the code nested in it) uses."""
+    import types
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _code_names(c)
+    return names
+
+
+def _library(v):
+    import types
+    name = v.__name__ if isinstance(v, types.ModuleType) else getattr(v, '__module__', None)
+    return (name if type(name) is str else '').split('.')[0] in (
+        'tape', 'numpy', 'numba', 'compiler', 'builtins', 'math', 'torch')
+
+
+def _fn_statics(fn, expr, out, level, seen):
+    if id(fn) in seen or len(out) >= _STATIC_MAX:
+        return
+    seen.add(id(fn))
+    names = _code_names(fn.__code__)
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        _value_statics(v, f'{expr}.__closure__[{i}].cell_contents', names, out, level, seen)
+    g = fn.__globals__
+    for name in names:
+        v = g.get(name, _lookup)
+        if v is not _lookup:
+            _value_statics(v, f'{expr}.__globals__.get({name!r})', names, out, level, seen)
+
+
+def _value_statics(v, expr, names, out, level, seen, depth=0):
+    """``v`` (at ``expr``) if static; else what it leads to: a helper function's
+    statics, or the attributes ``names`` holds of an object or module (two deep)."""
+    import types
+    if _is_static(v):
+        out.append((expr, _static_key(v)))
+    elif isinstance(v, types.FunctionType):
+        if level < _FOLLOW and not _library(v):
+            _fn_statics(v, expr, out, level + 1, seen)
+    elif depth < 2 and not isinstance(v, (type, np.ndarray, Tensor)) and id(v) not in seen \
+            and not (isinstance(v, types.ModuleType) and _library(v)):
+        d = getattr(v, '__dict__', None)
+        if type(d) is dict:
+            seen.add(id(v))
+            for k in names.intersection(d):
+                _value_statics(d[k], f'{expr}.__dict__.get({k!r})', names, out, level, seen,
+                               depth + 1)
+            if not isinstance(v, types.ModuleType) and not _library(type(v)):
+                # class attributes and methods (``self.scale``, ``self.helper(h)``)
+                c = type(v).__dict__
+                for k in names.intersection(c).difference(d):
+                    _value_statics(c[k], f'type({expr}).__dict__.get({k!r})', names, out,
+                                   level, seen, 2)
 
 
 _STATIC_ATTRS = 32          # attributes of an object argument looked at, at most
@@ -644,18 +740,83 @@ def _trace(fn, args, kwargs):
     _Fallback saying why it cannot be replayed).  A trace that falls back puts
     the global random generator back as it found it: the eager call that
     follows must draw the numbers an undecorated call would."""
+    import random
     from . import _rng
     gen = _rng[0]
     state = gen.bit_generator.state
     outer = getattr(_tracing, 'proxies', None)
+    statics = _statics(fn, args)
+    np_state, py_state = np.random.get_state(), random.getstate()
     try:
         plan = _trace_once(fn, args, kwargs, gen, state)
     finally:
         _tracing.proxies = outer
+    if _undo_statics(fn, args, statics):
+        # (put back, so that the eager call that follows starts where this one did)
+        plan = _Fallback('the trace changed a Python number, string or None that it reads '
+                         '(a global, closure variable or attribute): a replay would not')
+    now = np.random.get_state()
+    if now[2] != np_state[2] or not np.array_equal(now[1], np_state[1]) \
+            or random.getstate() != py_state:
+        plan = _Fallback('the trace drew random numbers (from NumPy\'s or Python\'s global '
+                         'generator)')
+        np.random.set_state(np_state)
+        random.setstate(py_state)
     if isinstance(plan, _Fallback):
         _rng[0] = gen
         gen.bit_generator.state = state
     return plan
+
+
+def _undo_statics(fn, args, statics):
+    """Put back the statics (from _statics) that a trace changed; whether any had."""
+    changed = False
+    env = {'fn': fn, 'args': args}
+    for expr, key in statics:
+        try:
+            v = eval(expr, env)         # noqa: S307 (text built by _statics)
+        except Exception:  # noqa: BLE001
+            v = _lookup
+        if _is_static(v) and _static_key(v) == key:
+            continue
+        changed = True
+        old = float(key[1]) if key[0] is float and type(key[1]) is str else key[1]
+        target = expr if expr.endswith('.cell_contents') else \
+            '{}[{}]'.format(*expr[:-1].rsplit('.get(', 1))
+        try:
+            exec(f'{target} = v', dict(env, v=old))     # noqa: S102
+        except Exception:  # noqa: BLE001
+            pass
+    return changed
+
+
+def _escaped(tape, outs, targs, proxies):
+    """Whether something besides the results holds a tensor of the traced graph
+    or a stand-in leaf: counted by references, as the tape holds no result
+    tensor and a stand-in is held by the argument list and the tape's leaves."""
+    expected = 0
+    via = set()
+    for o in {id(o): o for o in outs}.values():
+        src = o._extra.get('view') if o._extra is not None else None
+        for t in (o,) if src is None else (o, src[0]):
+            if t._tape is tape:
+                expected += 1
+            elif t._tape is not None:
+                a = t._tape
+                while a is not None and a is not tape:
+                    via.add(a)
+                    a = a.alias
+    expected += sum(1 for a in via if a.alias is tape)
+    # (the caller's name, this name and getrefcount's argument)
+    if sys.getrefcount(tape) > expected + 3:
+        return True
+    for p in targs:
+        if type(p) is Tensor and id(p) in proxies:
+            # (the argument list, the tape's leaves, this name and getrefcount's argument)
+            held = sum(1 for t, _ in tape.leaves if t is p)
+            if sys.getrefcount(p) > 3 + held:
+                return True
+    return False
 
 
 def _trace_once(fn, args, kwargs, gen, rng_state):
@@ -731,6 +892,16 @@ def _trace_once(fn, args, kwargs, gen, rng_state):
             return _Fallback('the outputs are on separate graphs')
     if tape.serial < serial:
         return _Fallback('the graph joins one made before the call')
+    for o in outs:
+        src = o._extra.get('view') if o._extra is not None else None
+        if src is not None and (id(src[0]) in proxies or src[0]._tape is None):
+            # (eager returns a view sharing the argument's memory; a replay, a copy)
+            return _Fallback('an output is a view of an argument or of a tensor the '
+                             'function closes over')
+    p = t = None                # (names that held a stand-in and the tape)
+    if _escaped(tape, outs, targs, proxies):
+        return _Fallback('the trace kept a tensor it made or was passed (in a list, an '
+                         'attribute, a global): a replay would not update it')
     if tape.big or tape.py or tape.hooks or tape.dirty or tape.xslots or tape.released \
             or tape.freed is not None:
         return _Fallback('the tape has large-tensor, Python, hooked or in-place records')
@@ -835,5 +1006,8 @@ def _trace_once(fn, args, kwargs, gen, rng_state):
     plan.outputs = [(o._goff, o._rec, o._data.shape, o._data.size, o._data.dtype,
                      o._goff in needs) for o in unique]
     plan.structure = structure
+    from ._rules import OP
+    plan.ranges = tuple((int(R[k, 3]), int(R[k, 2]), plan.outputs[0][4]) for k in range(tape.n)
+                        if R[k, 0] == OP['binary_cross_entropy'] and R[k, 3] >= 0)
     return plan
 

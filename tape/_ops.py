@@ -1389,7 +1389,7 @@ def _after_inplace(a, recorded, base_before):
         return
     if 'view' in ext:
         _views.write_through(a, recorded, base_before)
-    elif 'views' in ext:
+    elif 'views' in ext or 'view_tapes' in ext:
         _views.mark_dirty(a, a)     # records that saved a view of a read new values
         if recorded is not None:
             _views.refresh(a)

@@ -174,6 +174,21 @@ def narrow(a, dim, start, length):
                    lambda m: m[key])
 
 
+def select(a, dim, index):
+    """``a[..., index, ...]`` with ``index`` at dimension ``dim``: a view."""
+    a = _t(a)
+    d = np.asarray(a._data)
+    if d.ndim == 0:
+        raise IndexError('select() cannot be applied to a 0-dim tensor.')
+    dim = _norm_dim(dim, d.ndim, 'select')
+    size = d.shape[dim]
+    index = int(index)
+    if not -size <= index < size:
+        raise IndexError(f'select(): index {index} out of range for tensor of size '
+                         f'{list(d.shape)} at dimension {dim}')
+    return a[(slice(None),) * dim + (index,)]
+
+
 def _split_sizes(size, split_size_or_sections, dim, shape):
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = [int(s) for s in split_size_or_sections]

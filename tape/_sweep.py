@@ -208,7 +208,8 @@ def _graph_of(roots):
     return tape_of_all(roots, new=False)
 
 
-def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=False):
+def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=False,
+                   needed=None):
     """Run record k in Python; return the lowest record index handled."""
     op = R[k, 0]
     if op not in _ops and op in _hot_ops():
@@ -222,11 +223,11 @@ def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=Fa
         # already checked its reach and marked its inputs
         go, n, g0, g1, v, ax, x = R[k, 1:].tolist()
         if cold(R.view(np.float64), G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
-            return _python_record(tape, k, R, G, V, A, reach, grads, stop, keep, True)
+            return _python_record(tape, k, R, G, V, A, reach, grads, stop, keep, True, needed)
         return k
     if op & BIG_FLAG:
         if RULES[op & ~BIG_FLAG].kind == 'elementwise':
-            return sweep_chain(tape, k, R, grads, stop, keep)
+            return sweep_chain(tape, k, R, grads, stop, keep, needed)
         sweep_record(tape, k, R, A, grads)
         return k
     rule = RULES[R[k, 0]]
@@ -288,10 +289,18 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     floor = -1
     if inputs is not None and not accumulate and inputs and all(x._tape is tape for x in inputs):
         floor = min(x._rec for x in inputs)
+    # PyTorch's engine runs only the nodes on a path to an input: the others
+    # are neither run (custom Functions, hooks) nor checked nor freed (a later
+    # grad may need them)
+    needed = needed_for(tape, R, inputs) if inputs is not None else None
+    if needed is not None and needed.all():
+        needed = None                           # (every record leads to an input)
     hooks = tape.hooks
     stops = sorted((h for h in hooks if floor <= h <= start), reverse=True) if hooks else []
     if not stops or stops[-1] != floor:
         stops.append(floor)
+    if needed is not None and hooks:
+        ends = {x._rec for x in inputs if x._tape is tape}     # an input's own hooks run
     k = start
     for stop in stops:
         # records k .. stop+1 in the kernel, Python records as they come
@@ -299,17 +308,21 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             k = _kernel(R, G, V, A, reach, k, stop)
             if k < 0:
                 break
-            k = _python_record(tape, k, R, G, V, A, reach, store, stop, keep) - 1
+            if needed is not None and not needed[k]:
+                k -= 1                  # off every path to an input: not run
+                continue
+            if dead:
+                _check_dead_above(tape, R, store, needed, k)
+            k = _python_record(tape, k, R, G, V, A, reach, store, stop, keep,
+                               needed=needed) - 1
         k = stop
-        if stop >= 0 and hooks and stop in hooks:
+        if stop >= 0 and hooks and stop in hooks and (needed is None or needed[stop]
+                                                      or stop in ends):
+            if dead:
+                _check_dead_above(tape, R, store, needed, stop)
             for h in hooks[stop].values():
                 if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A):
                     k = stop - 1    # node hooks ran the record itself (tape/_hooks.py)
-    # PyTorch's engine runs only the nodes on a path to an input: the others
-    # are neither checked nor freed (a later grad may need them)
-    needed = needed_for(tape, R, inputs) if inputs is not None else None
-    if needed is not None and needed.all():
-        needed = None                           # (every record leads to an input)
     used = None
     if dead or tape.epoch != inplace_epoch[0] or floor >= 0 or needed is not None:
         used = store.reached_records(R)
@@ -339,6 +352,18 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
 
 
 _PYTHON_OP = OP['python']
+
+
+def _check_dead_above(tape, R, store, needed, k):
+    """Before Python code (a custom Function, a hook) runs at record k: raise if
+    the sweep went through a freed record above it, as PyTorch's engine raises
+    at that node before it reaches the Python one."""
+    used = store.reached_records(R)
+    if needed is not None:
+        used &= needed
+    used[:k + 1] = False
+    if np.any(tape.dead_mask()[:len(used)] & used[:tape.n]):
+        raise RuntimeError(SECOND_BACKWARD)
 
 
 def needed_for(tape, R, inputs):
@@ -425,6 +450,8 @@ def run_scalar(root, retain_graph):
         _extend(R)
     k = _kernel(R, G, V, A, reach, root._rec, -1)
     while k >= 0:
+        if dead:
+            _check_dead_above(tape, R, store, None, k)
         k = _python_record(tape, k, R, G, V, A, reach, store) - 1
         if k >= 0:
             k = _kernel(R, G, V, A, reach, k, -1)
@@ -475,6 +502,17 @@ def release(tape, used, R):
     """
     tape.released = True
     tape.packed = None
+    if tape.py:
+        # a custom Function's record is not freed by record (SAVING): its ctx
+        # frees what it saved, so a backward that reads no saved tensor may
+        # run again, as in PyTorch
+        ks = range(tape.n) if used is None else np.nonzero(used)[0].tolist()
+        for k in ks:
+            if R[k, 0] == _PYTHON_OP:
+                ctx = getattr(tape.py[int(R[k, 6])], 'ctx', None)
+                if ctx is not None:
+                    ctx._released = True
+                    ctx._saved = ()
     if used is None:
         # every record was reached (the usual case): every saving one is dead now
         tape.dead_upto = tape.n
@@ -495,11 +533,6 @@ def release(tape, used, R):
     tape.saved = []
     for meta in tape.big:
         meta.saved = {}
-    for p in tape.py:
-        ctx = getattr(p, 'ctx', None)
-        if ctx is not None:
-            ctx._released = True
-            ctx._saved = ()
 
 
 def _grad_of(tape, x, store):

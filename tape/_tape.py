@@ -318,6 +318,10 @@ def open_tape():
     return tape
 
 
+# a tape stale tensors moved their histories onto -> the stale tapes (tape/_reroot.py)
+MOVED_ONTO = weakref.WeakKeyDictionary()
+
+
 def shift_slot(slot, shift):
     """Where ``slot`` moved when its tape was merged: (small, big) offsets."""
     if slot < 0:
@@ -330,15 +334,16 @@ def shift_slot(slot, shift):
 STALE = type('Stale', (), {'__repr__': lambda self: 'STALE', '__slots__': ()})()
 
 
-def resolve(t):
+def resolve(t, move=True):
     """Follow merges: make ``t._tape`` the live tape its records now sit on (for a
     tape a backward released, stale: a new one when ``t``'s history can move,
-    see tape/_reroot.py)."""
+    see tape/_reroot.py; with ``move`` False only if it has moved already)."""
     tape = t._tape
     while tape.alias is not None:
         if tape.alias is STALE:
             from ._reroot import reroot
-            return reroot(t)
+            t._tape = tape          # (its slot and record are shifted to this tape)
+            return reroot(t, move)
         t._goff = shift_slot(t._goff, tape.gshift)
         t._rec += tape.rshift
         tape = tape.alias
@@ -374,6 +379,8 @@ _SAVED_AT = {f: _saved_at(f) for f in (1, 3, 4)}
 # and 'setitem': cat and stack are built of them, and CatBackward0 saves nothing.
 SAVING = np.array([(bool(r.saves) if r.kind == 'elementwise' else KIND_FIELDS[r.kind][2])
                    or r.frees for r in RULES])
+# ... but a custom Function's record: its ctx frees what it saved (tape/_sweep.py release)
+SAVING[[k for k, r in enumerate(RULES) if r.kind == 'python']] = False
 _V_OFFSET = np.array([KIND_FIELDS[r.kind][0] for r in RULES])
 _A_OFFSET = np.array([KIND_FIELDS[r.kind][1] for r in RULES])
 _IS_PYTHON = np.array([r.kind == 'python' for r in RULES])
@@ -501,6 +508,11 @@ def merge(dst, src):
     src.alias = dst
     src.gshift = shift
     src.rshift = rs
+    if src in MOVED_ONTO:
+        # stale tapes moved records onto src (tape/_reroot.py): point them at dst
+        from ._reroot import _successor
+        for p in list(MOVED_ONTO.pop(src)):
+            _successor(p)
     # free src's buffers: dst owns them now
     src.rec = src.saved = src.attrs = src.leaves = src.py = None
     src.leafmap = {}

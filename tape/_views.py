@@ -30,6 +30,7 @@ try:
 except ImportError:                 # NumPy before 2.0
     from numpy import byte_bounds
 
+from ._tape import STALE
 from ._tensor import Tensor, _leaf
 
 
@@ -69,7 +70,40 @@ def as_view(res, a, vfn, multi=None):
         if views is None:
             views = bext['views'] = weakref.WeakSet()
         views.add(res)
+    elif res._tape is not None:
+        # a recorded view of a leaf that requires grad: the leaf keeps the
+        # tapes such views were recorded on, so that changing it under no_grad
+        # marks the records there that saved a view's memory (PyTorch's shared
+        # version counter), the view itself gone or not
+        bext = base._extra
+        if bext is None:
+            bext = base._extra = {}
+        vt = bext.get('view_tapes')
+        if vt is None:
+            vt = bext['view_tapes'] = _TapeSet()
+        vt.add(res._tape)
     return res
+
+
+class _TapeSet:
+    """Weak references to tapes, the last one added checked first (a loop
+    slicing a parameter records every view on the same tape)."""
+    __slots__ = ('last', 'refs')
+
+    def __init__(self):
+        self.last = None
+        self.refs = []
+
+    def add(self, tape):
+        last = self.last
+        if last is not None and last() is tape:
+            return
+        self.refs = [r for r in self.refs if r() is not None and r() is not tape]
+        self.last = weakref.ref(tape)
+        self.refs.append(self.last)
+
+    def __iter__(self):
+        return iter([t for t in (r() for r in self.refs) if t is not None])
 
 
 def _compose(f0, f1):
@@ -180,6 +214,16 @@ def mark_dirty(base, written=None):
             tape.add_dirty(m._goff, tape.n)
             if tape not in tapes:
                 tapes.append(tape)
+    if ext is not None and 'view_tapes' in ext:
+        from ._reroot import _successor
+        for tape in ext['view_tapes']:
+            while tape is not None and tape not in tapes:
+                while tape.alias is not None and tape.alias is not STALE:     # merged since
+                    tape = tape.alias
+                tapes.append(tape)
+                # released whole: the views used again moved to its successor
+                moved = _successor(tape) if tape.alias is STALE else None
+                tape = moved[0] if moved is not None else None
     if type(base._data) is np.ndarray:
         for tape in tapes:
             _mark_saved_overlaps(tape, base._data)

@@ -101,8 +101,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
                 continue
             if not create_graph:
                 g = g.detach()
-            x._grad = g if x._grad is None else (x._grad + g if create_graph else
-                                                 _leaf(x._grad._data + g._data))
+            if x._grad is None or create_graph:
+                x._grad = g if x._grad is None else x._grad + g
+            else:
+                from .._sweep import _accumulate
+                _accumulate(x, g._data)     # in place, as PyTorch's AccumulateGrad
         return
     if create_graph:
         from .._differentiable import backward_differentiable
@@ -133,7 +136,7 @@ def _check_reachable(outs, ins):
         if x._tape is None:
             if not any(id(x) in t.leafmap for t in tapes):
                 raise _unused_error(i, x)
-        elif resolve(x) not in tapes:
+        elif resolve(x, move=False) not in tapes:
             raise _unused_error(i, x)
 
 

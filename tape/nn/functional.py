@@ -999,6 +999,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6,  # noqa: A002
         v = _leaf(np.full(_shape_of(x), var, _dt_of(x)))
     else:
         v = _t(var, input)
+        note_value_use('gaussian_nll_loss')
         if (np.asarray(v._data) < 0).any():
             raise ValueError('var has negative entry/entries')
     si, sv = _shape_of(x), _shape_of(v)
