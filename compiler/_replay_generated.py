@@ -376,8 +376,12 @@ def _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """kind 'identity': view, reshape, squeeze, unsqueeze, mv, squeeze_matmul, t_vector, alias, reshape_alias, unsafe_view, contiguous."""
     if in0 < 0:
         return k
-    for i in range(n):
-        F[out + i] = F[in0 + i]
+    if x == 32:
+        for i in range(n):
+            F[out + i] = np.float32(F[in0 + i])
+    else:
+        for i in range(n):
+            F[out + i] = F[in0 + i]
     return -1
 
 

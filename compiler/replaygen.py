@@ -252,11 +252,16 @@ _STRUCTURAL = {
         '    for i in range(n):',
         '        F[out + i] = F[in0 + _broadcast_index(i, A, ax)]',
     ],
+    # x == 32: a cast to float32 (tape._ops.to), which rounds as eager's astype does
     'identity': [
         'if in0 < 0:',
         '    return k',
-        'for i in range(n):',
-        '    F[out + i] = F[in0 + i]',
+        'if x == 32:',
+        '    for i in range(n):',
+        '        F[out + i] = np.float32(F[in0 + i])',
+        'else:',
+        '    for i in range(n):',
+        '        F[out + i] = F[in0 + i]',
     ],
     'take': [
         'if in0 < 0:',

@@ -1475,5 +1475,7 @@ def to(a, dtype):
         return a
     out = a._data.astype(dtype)
     if a._rg and (not _OFF[0] or grad_mode.enabled) and dtype.kind == 'f':
-        return _record_struct(OP['view'], a, out)
+        # x = 32 marks a cast to float32: tape.jit's replay, which computes in
+        # float64, rounds there as astype does (compiler/replaygen.py)
+        return _record_struct(OP['view'], a, out, x=32 if dtype == np.float32 else 0)
     return _leaf(out)

@@ -238,3 +238,19 @@ def test_first_calls_in_several_threads_replay_like_eager(monkeypatch):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_float32_cast_rounds_in_the_replay():
+    # the replay computes in float64: a cast to float32 must still round there
+    w = tape.tensor([0.1, 0.2, 0.3], dtype=tape.float64, requires_grad=True)
+
+    def f(w):
+        return ((w.float().double() - w) * 1e9).sum()
+
+    eager = f(w).item()
+    assert eager != 0.0
+    jf = tape.jit(f)
+    for _ in range(3):
+        y = jf(w)
+        assert y.item() == pytest.approx(eager, rel=1e-12)
+    assert jf.stats()['replays'] >= 1
