@@ -213,23 +213,32 @@ def _random(method, size, dtype, requires_grad):
     return t
 
 
+def _gen(generator):
+    """The NumPy generator behind ``generator`` (the global one for None)."""
+    if generator is None:
+        return _rng[0]
+    from .nn.functional import _rng_of
+    return _rng_of(generator)
+
+
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    """Uniform samples on [0, 1) (seeded by ``manual_seed``)."""
-    return _random(_rng[0].random, size, dtype, requires_grad)
+    """Uniform samples on [0, 1) (seeded by ``manual_seed``, or drawn from ``generator``)."""
+    return _random(_gen(generator).random, size, dtype, requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    """Standard normal samples (seeded by ``manual_seed``)."""
-    return _random(_rng[0].standard_normal, size, dtype, requires_grad)
+    """Standard normal samples (seeded by ``manual_seed``, or drawn from ``generator``)."""
+    return _random(_gen(generator).standard_normal, size, dtype, requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None):
+def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None,
+            generator=None):
     if high is None:
         low, high = 0, low
     if not low < high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
-    arr = _rng[0].integers(low, high, size=_shape((size,), 'randint') if size is not None else ())
+    arr = _gen(generator).integers(low, high, size=_shape((size,), 'randint') if size is not None else ())
     return _finish(arr.astype(np.int64 if dtype is None else np.dtype(dtype)), None,
                    requires_grad)
 
@@ -532,7 +541,13 @@ def _bind():
             return a
         return o.inplace(a, 'zero')
     T.zero_ = zero_
-    T.fill_ = lambda a, value: o.inplace(a, 'fill', value)
+    def fill_(a, value):
+        if isinstance(value, Tensor) and value._data.ndim != 0:
+            raise RuntimeError('fill_ only supports 0-dimension value tensor but got tensor '
+                               f'with {value._data.ndim} dimensions (fill_ on a tensor of '
+                               f'shape {tuple(a._data.shape)}).')
+        return o.inplace(a, 'fill', value)
+    T.fill_ = fill_
     T.backward = _backward_method
     from ._hooks import register_hook, retain_grad
     T.register_hook = register_hook
@@ -678,7 +693,24 @@ def repeat_interleave(a, repeats, dim=None):
         a, dim = _ops.reshape(a, -1), 0
     d = a._data
     dim = _norm_dim(dim, d.ndim, 'repeat_interleave')
-    idx = np.repeat(np.arange(d.shape[dim]), int(repeats))
+    if isinstance(repeats, Tensor):
+        r = repeats._data
+        if r.ndim > 1:
+            raise RuntimeError(f'repeat_interleave: repeats must be 0-dim or 1-dim tensor '
+                               f'(got shape {tuple(r.shape)})')
+        if r.dtype.kind not in 'iu':
+            raise RuntimeError(f'repeat_interleave: repeats has to be Long or Int tensor '
+                               f'(got {r.dtype})')
+        if r.size != 1 and r.size != d.shape[dim]:
+            raise RuntimeError(f'repeats must have the same size as input along dim, but got '
+                               f'repeats.size(0) = {r.size} and input.size({dim}) = '
+                               f'{d.shape[dim]} (input shape {tuple(d.shape)})')
+        if r.size and r.min() < 0:
+            raise RuntimeError('repeat_interleave: repeats can not be negative')
+        r = r.reshape(-1) if r.size != 1 else int(r.reshape(-1)[0])
+        idx = np.repeat(np.arange(d.shape[dim]), r)
+    else:
+        idx = np.repeat(np.arange(d.shape[dim]), int(repeats))
     return _ix.index_select(a, dim, idx)
 
 

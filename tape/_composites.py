@@ -449,6 +449,11 @@ def lerp(input, end, weight):  # noqa: A002
     """
     a = _t(input)
     b = _t(end, a)
+    for name, t in (('end', end), ('weight', weight)):
+        if isinstance(t, Tensor) and _np(t).dtype != _np(a).dtype:    # PyTorch promotes none
+            raise RuntimeError(f'lerp: expected dtype {_torch_dtype_name(_np(a).dtype)} for '
+                               f'`{name}` but got dtype {_torch_dtype_name(_np(t).dtype)} '
+                               f'(shapes {tuple(_np(a).shape)} and {tuple(_np(t).shape)})')
     if _np(a).dtype.kind == 'b' or _np(b).dtype.kind == 'b':
         if _np(a).dtype != _np(b).dtype:
             raise RuntimeError(f'expected dtype {_np(a).dtype} for `end` but got dtype '
@@ -514,6 +519,11 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
         raise RuntimeError(f'addmm: expected 2-D matrices, got mat1 of shape '
                            f'{tuple(_np(m1).shape)} and mat2 of shape {tuple(_np(m2).shape)}')
     _expands_to('addmm', input, (_np(m1).shape[0], _np(m2).shape[1]))
+    if isinstance(input, Tensor) and _np(input).dtype != _np(m1).dtype:
+        raise RuntimeError(f'addmm: self and mat2 must have the same dtype, but got '
+                           f'{_torch_dtype_name(_np(input).dtype)} and '
+                           f'{_torch_dtype_name(_np(m1).dtype)} (shapes '
+                           f'{tuple(_np(input).shape)} and {tuple(_np(m1).shape)})')
     return _add_product(input, _ops.mm(m1, m2), beta, alpha)
 
 
@@ -733,6 +743,10 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
         if d.dtype.kind not in 'fc':
             raise RuntimeError(f'cdist only supports floating-point dtypes, {name} got: '
                                f'{_torch_dtype_name(d.dtype)}')
+    if ad.dtype != bd.dtype:
+        raise RuntimeError(f'cdist: expected scalar type {_torch_dtype_name(ad.dtype)} but found '
+                           f'{_torch_dtype_name(bd.dtype)} (shapes {tuple(ad.shape)} and '
+                           f'{tuple(bd.shape)})')
     if p < 0:
         raise RuntimeError(f'cdist only supports non-negative p values (got {p})')
     diff = _ops.sub(_sh.unsqueeze(a, -2), _sh.unsqueeze(b, -3))
@@ -797,8 +811,9 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
                          f'negative index, as PyTorch refuses)')
     if idx.size and idx.max() >= n:
         bad = idx[idx >= n][0]
-        raise RuntimeError(f'index_add_(): index {bad} is out of bounds for dimension {dim} '
-                           f'with size {n}')
+        # PyTorch's one-dimensional kernel raises IndexError, the others RuntimeError
+        raise (IndexError if d.ndim <= 1 else RuntimeError)(
+            f'index_add_(): index {bad} is out of bounds for dimension {dim} with size {n}')
     grids = list(np.indices(sshape, dtype=np.int64))
     grids[dim] = idx[grids[dim]]
     tgt = np.ravel_multi_index(grids, shape).reshape(-1) if sd.size else \
@@ -995,6 +1010,130 @@ def _named(fn, name):
     return g
 
 
+def inverse(input):  # noqa: A002
+    """``torch.inverse``: ``tape.linalg.inv``."""
+    from .linalg import inv
+    return inv(input)
+
+
+def _random_fill(draw, name):
+    def fill(a, *args, generator=None, **kwargs):
+        from . import _gen
+        d = np.asarray(a._data)
+        vals = np.asarray(draw(_gen(generator), d.shape, *args, **kwargs)).astype(d.dtype)
+        return a.copy_(_leaf(vals))
+    fill.__name__ = name
+    fill.__doc__ = f'``Tensor.{name}``: fill in place with random draws (``generator`` honoured).'
+    return fill
+
+
+_RANDOM_FILLS = {
+    'normal_': _random_fill(lambda g, n, mean=0.0, std=1.0: g.normal(mean, std, n), 'normal_'),
+    'uniform_': _random_fill(lambda g, n, a=0.0, b=1.0: g.uniform(a, b, n), 'uniform_'),
+    'bernoulli_': _random_fill(lambda g, n, p=0.5: g.random(n) < _np_of(p, n), 'bernoulli_'),
+    'exponential_': _random_fill(lambda g, n, lambd=1.0: g.exponential(1.0 / lambd, n),
+                                 'exponential_'),
+}
+
+
+def _np_of(p, shape):
+    return np.broadcast_to(np.asarray(p._data if isinstance(p, Tensor) else p), shape)
+
+
+def dist(input, other, p=2):  # noqa: A002
+    """``torch.dist``: the ``p``-norm of ``input - other`` over all elements."""
+    a = input if isinstance(input, Tensor) else _ops._const(input)
+    return _red.vector_norm(_ops.sub(a, _ops._const(other, a) if not isinstance(other, Tensor)
+                                     else other), float(p), None, False)
+
+
+def broadcast_to(input, size):  # noqa: A002
+    """``torch.broadcast_to``: ``input.expand(size)``."""
+    return input.expand(*size) if isinstance(size, (tuple, list)) else input.expand(size)
+
+
+def logaddexp(input, other):  # noqa: A002
+    """``log(exp(a) + exp(b))`` as ``max(a, b) + log1p(exp(-|a - b|))`` (ties, infinities
+    included: the difference is taken as 0 where ``a == b``)."""
+    a = input if isinstance(input, Tensor) else _ops._const(input)
+    b = other if isinstance(other, Tensor) else _ops._const(other, a)
+    d = _ops.sub(a, b)
+    d = _ew.where(_ew.eq(a, b), _ops._const(0.0, d), d)
+    return _ops.add(_ops.maximum(a, b), _ew.log1p(_ops.exp(_ops.neg(_ops.abs_(d)))))
+
+
+def logaddexp2(input, other):  # noqa: A002
+    """``log2(2**a + 2**b)``."""
+    ln2 = float(np.log(2.0))
+    a = input if isinstance(input, Tensor) else _ops._const(input)
+    b = other if isinstance(other, Tensor) else _ops._const(other, a)
+    return _ops.div(logaddexp(_ops.mul(a, ln2), _ops.mul(b, ln2)), ln2)
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
+    """``torch.diff``: the ``n``-th forward difference along ``dim``."""
+    a = input
+    if prepend is not None or append is not None:
+        parts = [t if isinstance(t, Tensor) else _ops._const(t, a)
+                 for t in (prepend, a, append) if t is not None]
+        a = _sh.cat(parts, dim)
+    for _ in range(n):
+        m = a.shape[dim]
+        a = _ops.sub(a.narrow(dim, 1, m - 1), a.narrow(dim, 0, m - 1))
+    return a
+
+
+def _index_pairs(np_fn):
+    def fn(row, col, offset=0, *, dtype=None, device=None, layout=None):
+        i, j = np_fn(row, offset, col)
+        return _leaf(np.stack([i, j]).astype(np.int64 if dtype is None else np.dtype(dtype)))
+    return fn
+
+
+triu_indices = _index_pairs(np.triu_indices)
+tril_indices = _index_pairs(np.tril_indices)
+triu_indices.__name__, tril_indices.__name__ = 'triu_indices', 'tril_indices'
+
+
+def take_along_dim(input, indices, dim=None):  # noqa: A002
+    """``torch.take_along_dim``: ``gather`` after broadcasting (flattened for ``dim=None``)."""
+    from . import _indexing as _ix
+    a = input
+    if dim is None:
+        return _ix.gather(a.reshape(-1), 0, indices.reshape(-1))
+    nd = a.dim()
+    dim = dim % nd
+    sa, si = list(a.shape), list(indices.shape)
+    shape = [max(x, y) for x, y in zip(sa, si)]
+    ea = a.expand(*[sa[k] if k == dim else shape[k] for k in range(nd)])
+    ei = indices.expand(*[si[k] if k == dim else shape[k] for k in range(nd)])
+    return _ix.gather(ea, dim, ei)
+
+
+def _det(input):  # noqa: A002
+    from .linalg import det
+    return det(input)
+
+
+def _logdet(input):  # noqa: A002
+    from .linalg import logdet
+    return logdet(input)
+
+
+def _slogdet(input):  # noqa: A002
+    from .linalg import slogdet
+    return slogdet(input)
+
+
+def _functional(name):
+    def fn(*args, **kwargs):
+        from .nn import functional
+        return getattr(functional, name)(*args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = f'``tape.nn.functional.{name}``.'
+    return fn
+
+
 # ------------------------------------------------------------ registration
 _NEW_FUNCTIONS = {
     'tril': tril, 'triu': triu, 'diagonal': diagonal, 'diag': diag, 'diagflat': diagflat,
@@ -1006,14 +1145,22 @@ _NEW_FUNCTIONS = {
     'xlogy': xlogy, 'hypot': hypot, 'frac': frac, 'nansum': nansum, 'nanmean': nanmean,
     'tensordot': tensordot, 'cdist': cdist, 'kron': kron, 'index_add': index_add,
     'randperm': randperm, 'finfo': finfo, 'iinfo': iinfo,
-    'is_floating_point': is_floating_point,
+    'is_floating_point': is_floating_point, 'inverse': inverse, 'dist': dist,
+    'broadcast_to': broadcast_to, 'logaddexp': logaddexp, 'logaddexp2': logaddexp2,
+    'diff': diff, 'triu_indices': triu_indices, 'tril_indices': tril_indices,
+    'take_along_dim': take_along_dim, 'det': _named(_det, 'det'),
+    'logdet': _named(_logdet, 'logdet'), 'slogdet': _named(_slogdet, 'slogdet'),
+    'cosine_similarity': _functional('cosine_similarity'),
+    'pairwise_distance': _functional('pairwise_distance'),
 }
 
 _METHOD_NAMES = (
     'tril', 'triu', 'diagonal', 'diag', 'diagflat', 'diag_embed', 'trace', 'sort', 'argsort',
     'msort', 'topk', 'kthvalue', 'median', 'nanmedian', 'cummax', 'cummin', 'roll', 'lerp',
     'addcmul', 'addcdiv', 'addmm', 'addmv', 'addr', 'baddbmm', 'addbmm', 'nan_to_num',
-    'logit', 'xlogy', 'hypot', 'frac', 'nansum', 'nanmean', 'kron', 'index_add',
+    'logit', 'xlogy', 'hypot', 'frac', 'nansum', 'nanmean', 'kron', 'index_add', 'inverse',
+    'dist', 'broadcast_to', 'logaddexp', 'logaddexp2', 'diff', 'take_along_dim', 'det',
+    'logdet', 'slogdet',
 )
 
 _NEW_METHODS = {name: _NEW_FUNCTIONS[name] for name in _METHOD_NAMES}
@@ -1023,6 +1170,7 @@ _NEW_METHODS.update({
     'mT': _matrix_transpose('mT'), 'mH': _matrix_transpose('mH'),
     'H': property(_conj_transpose, doc='``H``: a matrix transposed (real dtypes).'),
 })
+_NEW_METHODS.update(_RANDOM_FILLS)
 
 # in-place forms: the out-of-place op, written back through inplace_apply
 _INPLACE_OF = {

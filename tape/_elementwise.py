@@ -252,6 +252,10 @@ fmod, _ = _binary('fmod', 'fmod_scalar', None, np.fmod)
 def _bool_mask(cond, opname):
     c = cond._data if isinstance(cond, Tensor) else cond
     c = np.asarray(c)
+    if c.dtype != np.bool_ and isinstance(cond, Tensor):
+        # PyTorch takes only a bool mask tensor (an array or list may hold 0/1)
+        raise RuntimeError(f'{opname}: expected condition to be a boolean tensor, but got a '
+                           f'tensor with dtype {c.dtype} (shape {tuple(c.shape)})')
     if c.dtype != np.bool_:
         if c.dtype.kind not in 'iu':
             raise RuntimeError(f'{opname}: expected a bool (or integer) mask, got dtype '

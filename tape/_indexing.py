@@ -106,6 +106,10 @@ def _scatter_write(a, dim, index, src, opname):
     tgt = _gather_positions(d.shape, dim, idx, opname).reshape(-1)
     if isinstance(src, Tensor):
         sd = np.asarray(src._data)
+        if sd.dtype != d.dtype:
+            raise RuntimeError(f'{opname}(): Expected self.dtype to be equal to src.dtype (got '
+                               f'{d.dtype} and {sd.dtype}, shapes {tuple(d.shape)} and '
+                               f'{tuple(sd.shape)})')
         if sd.ndim != idx.ndim and not (sd.ndim <= 1 and idx.ndim <= 1):
             raise RuntimeError(f'{opname}(): Index tensor must have the same number of '
                                f'dimensions as src tensor (index {tuple(idx.shape)}, src '

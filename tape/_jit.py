@@ -103,14 +103,21 @@ def _refuse(reason):
 
 
 class _Fallback:
-    __slots__ = ('reason', 'objects', 'checks')
+    __slots__ = ('reason', 'objects', 'checks', 'error')
     consts = params = ()
 
     def valid(self, args):
         return all(ref() is args[i] for i, ref in self.objects)
 
-    def __init__(self, reason):
+    def __init__(self, reason, error=None):
         self.reason = reason
+        self.error = error      # what the traced call raised: raised once, as eager would
+
+
+# what only the trace's stand-ins (leaves that require grad) make a call raise:
+# such a call runs again eagerly on the real arguments
+_STAND_IN_ERRORS = ('a leaf Variable that requires grad', "Can't call numpy() on Tensor that "
+                    'requires grad', 'only Tensors of floating point dtype can require gradients')
 
 
 MAX_SIGNATURES = 64
@@ -168,6 +175,9 @@ class _Jit:
                                  if type(a) is not Tensor and not _is_static(a))
             plan.checks = bool(plan.objects) or (not isinstance(plan, _Fallback) and plan.checks)
         if isinstance(plan, _Fallback):
+            if traced and plan.error is not None:
+                e, plan.error = plan.error, None
+                raise e
             self.counts['eager'] += 1
             return self.fn(*args, **kwargs)
         if not traced:
@@ -751,6 +761,8 @@ def _trace(fn, args, kwargs):
         plan = _trace_once(fn, args, kwargs, gen, state)
     finally:
         _tracing.proxies = outer
+    if isinstance(plan, _Fallback) and plan.error is not None:
+        return plan                 # the call raised: what it changed stays, as eagerly
     if _undo_statics(fn, args, statics):
         # (put back, so that the eager call that follows starts where this one did)
         plan = _Fallback('the trace changed a Python number, string or None that it reads '
@@ -854,8 +866,13 @@ def _trace_once(fn, args, kwargs, gen, rng_state):
         result = fn(*targs, **tkwargs)
     except _Refuse as e:
         return _Fallback(e.reason)
-    except Exception as e:  # noqa: BLE001  (the eager call that follows raises it for real)
-        return _Fallback(f'the trace raised {type(e).__name__}: {e}')
+    except Exception as e:  # noqa: BLE001
+        if any(m in str(e) for m in _STAND_IN_ERRORS):
+            # (the eager call that follows, on the real arguments, may well not raise)
+            return _Fallback(f'the trace raised {type(e).__name__}: {e}')
+        # the function's own error: raised from this call, which is not run
+        # again (its side effects would happen twice); later calls run eagerly
+        return _Fallback(f'the trace raised {type(e).__name__}: {e}', e)
     finally:
         _watch_reads(-1)
         grad_mode.open_tape = open_before

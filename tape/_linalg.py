@@ -117,6 +117,9 @@ def dot(a, b):
     sa, sb = np.shape(a._data), np.shape(b._data)
     if len(sa) != 1 or len(sb) != 1:
         raise RuntimeError(f'dot: 1D tensors expected, but got {len(sa)}D and {len(sb)}D tensors')
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f'dot : expected both vectors to have same dtype, but found '
+                           f'{a._data.dtype} and {b._data.dtype} (shapes {sa} and {sb})')
     if sa != sb:
         raise RuntimeError(f'dot: inconsistent tensor size, expected tensor [{sa[0]}] and src '
                            f'[{sb[0]}] to have the same number of elements, but got {sa[0]} '
@@ -128,6 +131,9 @@ def inner(a, b):
     """``torch.inner``: a product over the last dimension of each (a scalar's: a product)."""
     a, b = _t(a), _t(b)
     sa, sb = np.shape(a._data), np.shape(b._data)
+    if sa and sb and a._data.dtype != b._data.dtype:
+        raise RuntimeError(f'inner: both inputs should have same dtype (got {a._data.dtype} '
+                           f'and {b._data.dtype}, shapes {sa} and {sb})')
     if not sa or not sb:
         return _ops.mul(a, b)
     if len(sa) == 1 and len(sb) == 1:

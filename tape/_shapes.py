@@ -263,6 +263,7 @@ def cat(tensors, dim=0):
     if isinstance(tensors, Tensor):
         raise TypeError("cat(): argument 'tensors' (position 1) must be tuple of Tensors, not "
                         f'Tensor (got one tensor of shape {tuple(np.shape(tensors._data))})')
+    _tensors_only('cat', tensors)
     ts = [_t(x) for x in tensors]
     if not ts:
         raise ValueError('cat(): expected a non-empty list of Tensors')
@@ -323,7 +324,20 @@ concat = cat
 concatenate = cat
 
 
+def _tensors_only(opname, tensors):
+    # PyTorch takes Tensors only (a NumPy array is let through, as tape's ops take them)
+    for i, x in enumerate(tensors):
+        if not isinstance(x, (Tensor, np.ndarray)):
+            raise TypeError(f'{opname}(): expected Tensor as element {i} in argument 0, but '
+                            f'got {type(x).__name__}')
+
+
 def stack(tensors, dim=0):
+    if isinstance(tensors, Tensor):
+        raise TypeError("stack(): argument 'tensors' (position 1) must be tuple of Tensors, "
+                        f'not Tensor (got one tensor of shape {tuple(np.shape(tensors._data))})')
+    tensors = list(tensors)
+    _tensors_only('stack', tensors)
     ts = [_t(x) for x in tensors]
     if not ts:
         raise RuntimeError('stack expects a non-empty TensorList')

@@ -178,6 +178,15 @@ def _enter(args, nums):
     """The call's arguments with the differentiated ones (``nums``) made inputs
     of this transform, those inputs, and the run that watches them."""
     args = list(args)
+    if not nums:
+        raise RuntimeError('argnums must be non-empty')
+    if len(set(nums)) != len(nums):
+        raise RuntimeError(f'argnums elements must be unique, got {nums}')
+    for i in nums:
+        if not isinstance(i, int):
+            raise RuntimeError(f'argnums must be int or Tuple[int, ...], got: {type(i)}')
+        if not -len(args) <= i < len(args):
+            raise RuntimeError(f'Got argnum={i}, but only {len(args)} positional inputs')
     for i in nums:
         args[i] = _as_input(args[i])
     inputs = [args[i] for i in nums]

@@ -160,6 +160,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not x._rg:
             raise RuntimeError(f'One of the differentiated Tensors does not require grad '
                                f'(input {i}, shape {tuple(x._data.shape)})')
+    for i, o in enumerate(outs):    # PyTorch checks the outputs before the inputs' use
+        if isinstance(o, Tensor) and not o._rg:
+            raise RuntimeError(f'element {i} of tensors does not require grad and does not '
+                               'have a grad_fn')
     if not allow_unused and not materialize_grads:
         _check_reachable(outs, ins)
     if retain_graph is None:

@@ -96,13 +96,17 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
-        for t in tensors:
+        for i, t in enumerate(tensors):     # (not tensors.index(t): that compares tensors)
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f'save_for_backward can only save variables, but argument '
-                                f'{tensors.index(t)} is of type {type(t).__name__}')
+                                f'{i} is of type {type(t).__name__}')
         self._to_save = tensors
 
     def mark_non_differentiable(self, *outputs):
+        for o in outputs:
+            if not isinstance(o, Tensor):
+                raise RuntimeError('mark_non_differentiable only accepts variable arguments, '
+                                   f'but got {type(o).__name__}')
         self._non_differentiable = tuple(id(o) for o in outputs)
 
     def mark_dirty(self, *tensors):

@@ -1040,7 +1040,109 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     return _reduce(loss, reduction, 'triplet_margin_loss')
 
 
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction='mean'):
+    """``max(0, margin + d(a, p) - d(a, n))`` with ``distance_function``
+    (``pairwise_distance`` by default)."""
+    if margin <= 0:
+        raise ValueError(f'triplet_margin_with_distance_loss: expected margin to be greater '
+                         f'than 0, got {margin} instead')
+    _check_reduction(reduction)
+    a, po, ne = _t(anchor), _t(positive, anchor), _t(negative, anchor)
+    dist = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = _t(dist(a, po)), _t(dist(a, ne))
+    if swap:
+        d_neg = _ops.minimum(d_neg, _t(dist(po, ne)))
+    loss = _ew.clamp_min(_ops.sub(_ops.add(d_pos, float(margin)), d_neg), 0.0)
+    return _reduce(loss, reduction, 'triplet_margin_with_distance_loss')
+
+
+def pdist(input, p=2):  # noqa: A002
+    """The ``p``-norm distances between the rows of an (N, M) ``input``, pairs ``i < j``
+    in row-major order (``N (N - 1) / 2`` of them)."""
+    a = _t(input)
+    if len(_shape_of(a)) != 2:
+        raise RuntimeError(f'pdist only supports 2D tensors, got: {len(_shape_of(a))}D')
+    n = _shape_of(a)[0]
+    i, j = np.triu_indices(n, 1)
+    diff = _ops.sub(a[_leaf(i.astype(np.int64))], a[_leaf(j.astype(np.int64))])
+    return _red.vector_norm(diff, p, 1, False)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,  # noqa: A002
+                      reduce=None, reduction='mean'):
+    """``sum_{i != y} max(0, margin - x[y] + x[i])^p / C`` per sample (times ``weight[y]``)."""
+    if p not in (1, 2):
+        raise ValueError('only p == 1 and p == 2 supported')
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    x = _t(input)
+    one = len(_shape_of(x)) <= 1
+    x2 = _ops.reshape(x, (1, -1)) if one else x
+    y = np.asarray(_t(target)._data).reshape(-1).astype(np.int64)
+    nb, c = _shape_of(x2)
+    note_value_use('multi_margin_loss')   # (the target's indices are baked in)
+    xy = _ix.gather(x2, 1, _leaf(y.reshape(-1, 1)))
+    z = _ew.clamp_min(_ops.add(_ops.sub(x2, xy), float(margin)), 0.0)
+    if p == 2:
+        z = _ops.mul(z, z)
+    if weight is not None:
+        z = _ops.mul(z, _ops.reshape(_t(weight, x)[_leaf(y)], (-1, 1)))
+    keep = np.ones((nb, c), dtype=np.asarray(x._data).dtype)
+    keep[np.arange(nb), y] = 0
+    loss = _ops.div(_ops.sum_(_ops.mul(z, _leaf(keep)), 1), float(c))
+    if one:
+        loss = _ops.reshape(loss, ())
+    return _reduce(loss, reduction, 'multi_margin_loss')
+
+
+def relu_(input):  # noqa: A002
+    return relu(input, inplace=True)
+
+
+def elu_(input, alpha=1.0):  # noqa: A002
+    return elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):  # noqa: A002
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def threshold_(input, threshold, value):  # noqa: A002
+    return globals()['threshold'](input, threshold, value, inplace=True)
+
+
 # -- embedding ------------------------------------------------------------------
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """``softmax(q @ k^T * scale + bias, -1) @ v``, as PyTorch's reference math:
+    ``is_causal`` masks above the diagonal with -inf, a bool ``attn_mask`` masks
+    where it is False, a float one is added; ``enable_gqa`` repeats key/value heads."""
+    q, k, v = _t(query), _t(key, query), _t(value, query)
+    L, S = _shape_of(q)[-2], _shape_of(k)[-2]
+    if is_causal and attn_mask is not None:
+        raise RuntimeError('_scaled_dot_product_attention: Explicit attn_mask should not be '
+                           'set when is_causal=True')
+    if enable_gqa and len(_shape_of(q)) >= 3:
+        hq, hk = _shape_of(q)[-3], _shape_of(k)[-3]
+        if hk != hq:
+            k = k.repeat_interleave(hq // hk, -3)
+            v = v.repeat_interleave(hq // _shape_of(v)[-3], -3)
+    s = 1.0 / _math.sqrt(_shape_of(q)[-1]) if scale is None else scale
+    att = _ops.mul(matmul(q, _ops.transpose(k, -2, -1)), s)
+    if is_causal:
+        att = att.masked_fill(_leaf(np.triu(np.ones((L, S), bool), 1)), float('-inf'))
+    if attn_mask is not None:
+        m = _t(attn_mask)
+        if _dt_of(m) == np.bool_:
+            att = att.masked_fill(m.logical_not(), float('-inf'))
+        else:
+            att = _ops.add(att, m)
+    att = softmax(att, dim=-1)
+    if dropout_p > 0.0:
+        att = dropout(att, dropout_p, True)
+    return matmul(att, v)
+
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
               scale_grad_by_freq=False, sparse=False):
