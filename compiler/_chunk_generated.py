@@ -10,7 +10,7 @@ import math
 
 from numba import njit
 
-from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
+from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
 
 @njit(cache=True, error_model='numpy')
@@ -660,6 +660,71 @@ def vjp_erf(g, a, b, out, c, d, ga, gb, set_a, set_b):
         else:
             for i in range(n):
                 ga[i] += g[i] * 1.1283791670955126 * math.exp(-a[i] * a[i])
+
+
+@njit(cache=True, error_model='numpy')
+def vjp_erfc(g, a, b, out, c, d, ga, gb, set_a, set_b):
+    """ErfcBackward0: ga += -grad * 1.1283791670955126 * exp(-a * a)"""
+    n = g.shape[0]
+    if ga.shape[0]:
+        if set_a:
+            for i in range(n):
+                ga[i] = -g[i] * 1.1283791670955126 * math.exp(-a[i] * a[i])
+        else:
+            for i in range(n):
+                ga[i] += -g[i] * 1.1283791670955126 * math.exp(-a[i] * a[i])
+
+
+@njit(cache=True, error_model='numpy')
+def vjp_erfinv(g, a, b, out, c, d, ga, gb, set_a, set_b):
+    """ErfinvBackward0: ga += grad * 0.886226925452758 * exp(out * out)"""
+    n = g.shape[0]
+    if ga.shape[0]:
+        if set_a:
+            for i in range(n):
+                ga[i] = g[i] * 0.886226925452758 * math.exp(out[i] * out[i])
+        else:
+            for i in range(n):
+                ga[i] += g[i] * 0.886226925452758 * math.exp(out[i] * out[i])
+
+
+@njit(cache=True, error_model='numpy')
+def vjp_lgamma(g, a, b, out, c, d, ga, gb, set_a, set_b):
+    """LgammaBackward0: ga += grad * digamma(a)"""
+    n = g.shape[0]
+    if ga.shape[0]:
+        if set_a:
+            for i in range(n):
+                ga[i] = g[i] * digamma(a[i])
+        else:
+            for i in range(n):
+                ga[i] += g[i] * digamma(a[i])
+
+
+@njit(cache=True, error_model='numpy')
+def vjp_digamma(g, a, b, out, c, d, ga, gb, set_a, set_b):
+    """DigammaBackward0: ga += grad * polygamma(1.0, a)"""
+    n = g.shape[0]
+    if ga.shape[0]:
+        if set_a:
+            for i in range(n):
+                ga[i] = g[i] * polygamma(1.0, a[i])
+        else:
+            for i in range(n):
+                ga[i] += g[i] * polygamma(1.0, a[i])
+
+
+@njit(cache=True, error_model='numpy')
+def vjp_polygamma(g, a, b, out, c, d, ga, gb, set_a, set_b):
+    """PolygammaBackward0: ga += grad * polygamma(c + 1.0, a)"""
+    n = g.shape[0]
+    if ga.shape[0]:
+        if set_a:
+            for i in range(n):
+                ga[i] = g[i] * polygamma(c + 1.0, a[i])
+        else:
+            for i in range(n):
+                ga[i] += g[i] * polygamma(c + 1.0, a[i])
 
 
 @njit(cache=True, error_model='numpy')

@@ -11,9 +11,9 @@ import numpy as np
 from numba import njit, uint64
 
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
-from compiler.kernels import ceil, cosh, eq, erf, exp2, floor, fmod, gt, logaddexp0, maximum, minimum, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, where_pos  # noqa: F401
+from compiler.kernels import ceil, cosh, digamma, eq, erf, erfinv, exp2, floor, fmod, gt, logaddexp0, maximum, minimum, polygamma, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, where_pos  # noqa: F401
 
-PYTHON_OP = 107
+PYTHON_OP = 112
 BIG_FLAG = 1048576     # records over large tensors are not replayed (tape/_big.py)
 
 
@@ -157,115 +157,115 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 30:  # abs
             if _fwd_abs(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 57:  # clamp
+        elif op == 62:  # clamp
             if _fwd_clamp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 62:  # sum
+        elif op == 67:  # sum
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 63:  # mean
+        elif op == 68:  # mean
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 64:  # sum_dim
+        elif op == 69:  # sum_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 65:  # mean_dim
+        elif op == 70:  # mean_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 67:  # expand
+        elif op == 72:  # expand
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 68:  # broadcast
+        elif op == 73:  # broadcast
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 69:  # view
+        elif op == 74:  # view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 70:  # reshape
+        elif op == 75:  # reshape
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 71:  # index
+        elif op == 76:  # index
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 72:  # slice
+        elif op == 77:  # slice
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 73:  # select
+        elif op == 78:  # select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 74:  # t
+        elif op == 79:  # t
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 75:  # transpose
+        elif op == 80:  # transpose
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 76:  # permute
+        elif op == 81:  # permute
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 78:  # mm
+        elif op == 83:  # mm
             if _f_mm(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 84:  # gather
+        elif op == 89:  # gather
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 85:  # index_select
+        elif op == 90:  # index_select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 86:  # flip
+        elif op == 91:  # flip
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 87:  # repeat
+        elif op == 92:  # repeat
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 88:  # split
+        elif op == 93:  # split
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 89:  # max_dim
+        elif op == 94:  # max_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 90:  # min_dim
+        elif op == 95:  # min_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 91:  # prod
+        elif op == 96:  # prod
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 92:  # prod_dim
+        elif op == 97:  # prod_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 93:  # squeeze
+        elif op == 98:  # squeeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 94:  # unsqueeze
+        elif op == 99:  # unsqueeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 97:  # dot
+        elif op == 102:  # dot
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 98:  # mv
+        elif op == 103:  # mv
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 99:  # squeeze_matmul
+        elif op == 104:  # squeeze_matmul
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 100:  # t_vector
+        elif op == 105:  # t_vector
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 101:  # alias
+        elif op == 106:  # alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 102:  # unsqueeze_take
+        elif op == 107:  # unsqueeze_take
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 103:  # reshape_alias
+        elif op == 108:  # reshape_alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 104:  # unsafe_view
+        elif op == 109:  # unsafe_view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 105:  # contiguous
+        elif op == 110:  # contiguous
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 106:  # diagonal
+        elif op == 111:  # diagonal
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         else:
@@ -1354,6 +1354,95 @@ def _fwd_erf(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 
 @njit(cache=True, error_model='numpy')
+def _fwd_erfc(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """ErfcBackward0: out = erfc(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
+    if in0 >= 0:
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
+    else:
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.erfc(a)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _fwd_erfinv(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """ErfinvBackward0: out = erfinv(a)."""
+    if in0 < 0:
+        return k           # a constant input the record does not save
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        r = erfinv(a)
+        F[uout + i] = r
+        V[uvo + i] = r
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _fwd_lgamma(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """LgammaBackward0: out = lgamma(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
+    if in0 >= 0:
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
+    else:
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = math.lgamma(a)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _fwd_digamma(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """DigammaBackward0: out = digamma(a)."""
+    uout = uint64(out)
+    uv0 = uint64(v)
+    if in0 >= 0:
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
+    else:
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = digamma(a)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _fwd_polygamma(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """PolygammaBackward0: out = polygamma(c, a)."""
+    uout = uint64(out)
+    c = RF[k, 7]
+    uv0 = uint64(v)
+    if in0 >= 0:
+        u = uint64(in0)
+        for i in range(uint64(n)):
+            V[uv0 + i] = F[u + i]
+    else:
+        for i in range(uint64(n)):
+            V[uv0 + i] = Vt[uv0 + i]
+    for i in range(uint64(n)):
+        a = V[uv0 + i]
+        F[uout + i] = polygamma(c, a)
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
 def _fwd_reciprocal(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """ReciprocalBackward0: out = 1.0 / a."""
     if in0 < 0:
@@ -1688,30 +1777,35 @@ COLD_FWD = {
     41: _fwd_sinh,
     42: _fwd_cosh,
     43: _fwd_erf,
-    44: _fwd_reciprocal,
-    45: _fwd_silu,
-    46: _fwd_gelu,
-    47: _fwd_gelu_tanh,
-    48: _fwd_leaky_relu,
-    49: _fwd_elu,
-    50: _fwd_softplus,
-    51: _fwd_sign,
-    52: _fwd_floor,
-    53: _fwd_ceil,
-    54: _fwd_round,
-    55: _fwd_round_decimals,
-    56: _fwd_trunc,
-    58: _fwd_hardtanh,
-    59: _fwd_norm_root,
-    60: _fwd_std_root,
-    61: _fwd_var_scale,
-    66: _f_lse,
-    77: _f_put,
-    79: _f_where,
-    80: _f_where,
-    81: _f_cumsum,
-    82: _f_cumprod,
-    83: _f_bmm,
-    95: _f_where,
-    96: _f_where,
+    44: _fwd_erfc,
+    45: _fwd_erfinv,
+    46: _fwd_lgamma,
+    47: _fwd_digamma,
+    48: _fwd_polygamma,
+    49: _fwd_reciprocal,
+    50: _fwd_silu,
+    51: _fwd_gelu,
+    52: _fwd_gelu_tanh,
+    53: _fwd_leaky_relu,
+    54: _fwd_elu,
+    55: _fwd_softplus,
+    56: _fwd_sign,
+    57: _fwd_floor,
+    58: _fwd_ceil,
+    59: _fwd_round,
+    60: _fwd_round_decimals,
+    61: _fwd_trunc,
+    63: _fwd_hardtanh,
+    64: _fwd_norm_root,
+    65: _fwd_std_root,
+    66: _fwd_var_scale,
+    71: _f_lse,
+    82: _f_put,
+    84: _f_where,
+    85: _f_where,
+    86: _f_cumsum,
+    87: _f_cumprod,
+    88: _f_bmm,
+    100: _f_where,
+    101: _f_where,
 }

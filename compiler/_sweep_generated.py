@@ -9,9 +9,9 @@ import math
 import numpy as np
 from numba import njit, uint64
 
-from compiler.kernels import cosh, eq, erf, floor, ge, ge_half, inv0, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
+from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
 
-PYTHON_OP = 107
+PYTHON_OP = 112
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
@@ -115,80 +115,80 @@ def sweep(R, G, V, A, reach, start, stop):
             _op_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 30:  # abs
             _op_abs(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 57:  # clamp
+        elif op == 62:  # clamp
             _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 62:  # sum
+        elif op == 67:  # sum
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 63:  # mean
+        elif op == 68:  # mean
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 64:  # sum_dim
+        elif op == 69:  # sum_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 65:  # mean_dim
+        elif op == 70:  # mean_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 67:  # expand
+        elif op == 72:  # expand
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 68:  # broadcast
+        elif op == 73:  # broadcast
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 69:  # view
+        elif op == 74:  # view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 70:  # reshape
+        elif op == 75:  # reshape
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 71:  # index
+        elif op == 76:  # index
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 72:  # slice
+        elif op == 77:  # slice
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 73:  # select
+        elif op == 78:  # select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 74:  # t
+        elif op == 79:  # t
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 75:  # transpose
+        elif op == 80:  # transpose
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 76:  # permute
+        elif op == 81:  # permute
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 78:  # mm
+        elif op == 83:  # mm
             if _k_mm(RF, G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
                 return k
-        elif op == 84:  # gather
+        elif op == 89:  # gather
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 85:  # index_select
+        elif op == 90:  # index_select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 86:  # flip
+        elif op == 91:  # flip
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 87:  # repeat
+        elif op == 92:  # repeat
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 88:  # split
+        elif op == 93:  # split
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 89:  # max_dim
+        elif op == 94:  # max_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 90:  # min_dim
+        elif op == 95:  # min_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 91:  # prod
+        elif op == 96:  # prod
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 92:  # prod_dim
+        elif op == 97:  # prod_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 93:  # squeeze
+        elif op == 98:  # squeeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 94:  # unsqueeze
+        elif op == 99:  # unsqueeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 97:  # dot
+        elif op == 102:  # dot
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 98:  # mv
+        elif op == 103:  # mv
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 99:  # squeeze_matmul
+        elif op == 104:  # squeeze_matmul
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 100:  # t_vector
+        elif op == 105:  # t_vector
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 101:  # alias
+        elif op == 106:  # alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 102:  # unsqueeze_take
+        elif op == 107:  # unsqueeze_take
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 103:  # reshape_alias
+        elif op == 108:  # reshape_alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 104:  # unsafe_view
+        elif op == 109:  # unsafe_view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 105:  # contiguous
+        elif op == 110:  # contiguous
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 106:  # diagonal
+        elif op == 111:  # diagonal
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # Python runs it (COLD, or a new dispatcher)
@@ -959,6 +959,67 @@ def _op_erf(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 
 @njit(cache=True, error_model='numpy')
+def _op_erfc(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """ErfcBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    if g0 >= 0:
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += -G[ugo + i] * 1.1283791670955126 * math.exp(-V[uv0 + i] * V[uv0 + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_erfinv(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """ErfinvBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    if g0 >= 0:
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * 0.886226925452758 * math.exp(V[uv0 + i] * V[uv0 + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_lgamma(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """LgammaBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    if g0 >= 0:
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * digamma(V[uv0 + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_digamma(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """DigammaBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    if g0 >= 0:
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * polygamma(1.0, V[uv0 + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _op_polygamma(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """PolygammaBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    c = RF[k, 7]
+    if g0 >= 0:
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * polygamma(c + 1.0, V[uv0 + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
 def _op_reciprocal(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ReciprocalBackward0."""
     ugo = uint64(go)
@@ -1207,33 +1268,38 @@ COLD = {
     41: _op_sinh,
     42: _op_cosh,
     43: _op_erf,
-    44: _op_reciprocal,
-    45: _op_silu,
-    46: _op_gelu,
-    47: _op_gelu_tanh,
-    48: _op_leaky_relu,
-    49: _op_elu,
-    50: _op_softplus,
-    51: _op_sign,
-    52: _op_floor,
-    53: _op_ceil,
-    54: _op_round,
-    55: _op_round_decimals,
-    56: _op_trunc,
-    58: _op_hardtanh,
-    59: _op_norm_root,
-    60: _op_std_root,
-    61: _op_var_scale,
-    66: _k_lse,
-    77: _k_put,
-    79: _k_where,
-    80: _k_where,
-    81: _k_cumsum,
-    82: _k_cumprod,
-    83: _k_bmm,
-    95: _k_where,
-    96: _k_where,
+    44: _op_erfc,
+    45: _op_erfinv,
+    46: _op_lgamma,
+    47: _op_digamma,
+    48: _op_polygamma,
+    49: _op_reciprocal,
+    50: _op_silu,
+    51: _op_gelu,
+    52: _op_gelu_tanh,
+    53: _op_leaky_relu,
+    54: _op_elu,
+    55: _op_softplus,
+    56: _op_sign,
+    57: _op_floor,
+    58: _op_ceil,
+    59: _op_round,
+    60: _op_round_decimals,
+    61: _op_trunc,
+    63: _op_hardtanh,
+    64: _op_norm_root,
+    65: _op_std_root,
+    66: _op_var_scale,
+    71: _k_lse,
+    82: _k_put,
+    84: _k_where,
+    85: _k_where,
+    86: _k_cumsum,
+    87: _k_cumprod,
+    88: _k_bmm,
+    100: _k_where,
+    101: _k_where,
 }
 
 # the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
-HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 57, 62, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 78, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106})
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 62, 67, 68, 69, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 83, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111})

@@ -25,6 +25,7 @@ _FUNCS = {
     'xlogy_safe': 'xlogy_safe',
     'sinh': 'sinh', 'cosh': 'cosh', 'erf': 'erf', 'floor': 'floor', 'trunc': 'trunc',
     'ge': 'ge', 'eq': 'eq', 'where_pos': 'where_pos', 'inv0': 'inv0', 'zero': 'zero',
+    'digamma': 'digamma', 'polygamma': 'polygamma',
 }
 _KERNEL_HELPERS = sorted(set(_FUNCS.values()) - {'abs'} - {v for v in _FUNCS.values() if '.' in v})
 

@@ -74,6 +74,110 @@ def erf(x):
     return math.erf(x)
 
 
+@njit(cache=True, error_model='numpy')
+def digamma(x):
+    # PyTorch's conventions: -inf at +0 (inf at -0), NaN at the negative integers
+    if x == 0.0:
+        return math.copysign(math.inf, -x)
+    if x != x:
+        return x
+    if x < 0.0:
+        if x == np.floor(x):
+            return math.nan
+        # reflection: psi(x) = psi(1 - x) - pi / tan(pi x)
+        r = math.pi / math.tan(math.pi * (x - np.floor(x)))
+        return digamma(1.0 - x) - r
+    s = 0.0
+    while x < 10.0:
+        s -= 1.0 / x
+        x += 1.0
+    z = 1.0 / (x * x)
+    return s + math.log(x) - 0.5 / x - z * (1.0 / 12 - z * (1.0 / 120 - z * (
+        1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132)))))
+
+
+@njit(cache=True, error_model='numpy')
+def polygamma(n, x):
+    """The n-th derivative of digamma (n a whole number as a float)."""
+    if n == 0.0:
+        return digamma(x)
+    if x != x:
+        return x
+    if x <= 0.0 and x == np.floor(x):
+        return math.inf if n % 2.0 == 1.0 else -math.inf
+    fact = math.gamma(n + 1.0)           # n!
+    sgn = 1.0 if n % 2.0 == 1.0 else -1.0       # (-1)**(n+1)
+    # psi^(n)(x) = psi^(n)(x + 1) - (-1)**n n! / x**(n+1)
+    s = 0.0
+    while x < 20.0:
+        s += sgn * fact / x ** (n + 1.0)
+        x += 1.0
+    # asymptotic series: (n-1)!/x^n + n!/(2 x^(n+1)) + sum B_2k (2k+n-1)!/((2k)! x^(2k+n))
+    t = math.gamma(n) / x ** n + fact / (2.0 * x ** (n + 1.0))
+    b = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6)
+    for k in range(1, 8):
+        t += b[k - 1] * math.exp(math.lgamma(2.0 * k + n) - math.lgamma(2.0 * k + 1.0)) \
+            / x ** (2.0 * k + n)
+    return s + sgn * t
+
+
+@njit(cache=True, error_model='numpy')
+def erfinv(y):
+    # Giles' single-precision approximation, then two Newton steps on erf
+    if y != y or y < -1.0 or y > 1.0:
+        return math.nan
+    if y == 1.0:
+        return math.inf
+    if y == -1.0:
+        return -math.inf
+    w = -math.log((1.0 - y) * (1.0 + y))
+    if w < 5.0:
+        w -= 2.5
+        p = 2.81022636e-08
+        p = 3.43273939e-07 + p * w
+        p = -3.5233877e-06 + p * w
+        p = -4.39150654e-06 + p * w
+        p = 0.00021858087 + p * w
+        p = -0.00125372503 + p * w
+        p = -0.00417768164 + p * w
+        p = 0.246640727 + p * w
+        p = 1.50140941 + p * w
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        p = 0.000100950558 + p * w
+        p = 0.00134934322 + p * w
+        p = -0.00367342844 + p * w
+        p = 0.00573950773 + p * w
+        p = -0.0076224613 + p * w
+        p = 0.00943887047 + p * w
+        p = 1.00167406 + p * w
+        p = 2.83297682 + p * w
+    x = p * y
+    if abs(y) <= 0.5:
+        for _ in range(2):
+            x -= (math.erf(x) - y) / (1.1283791670955126 * math.exp(-x * x))
+        return x
+    # near +-1: Newton on log(erfc(|x|)) = log(1 - |y|) (1 - |y| is exact here)
+    q = 1.0 - abs(y)
+    x = abs(x)
+    lq = math.log(q)
+    for _ in range(3):
+        e = math.erfc(x)
+        x += (math.log(e) - lq) * e / (1.1283791670955126 * math.exp(-x * x))
+    return x if y > 0.0 else -x
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def erfc(x):
+    return math.erfc(x)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def lgamma(x):
+    return math.lgamma(x)
+
+
 @njit(cache=True, inline='always', error_model='numpy')
 def floor(x):
     return np.floor(x)        # math.floor returns an int in Numba (wrong for inf/NaN)
@@ -196,6 +300,26 @@ def erf_array(x):
     out = np.empty_like(x)
     for i in range(x.size):
         out[i] = math.erf(x[i])
+    return out
+
+
+@njit(cache=True, error_model='numpy')
+def special_array(which, x, n):
+    """lgamma (0), digamma (1), erfc (2), erfinv (3), polygamma(n) (4) over a flat
+    float64 array (NumPy has none of them)."""
+    out = np.empty_like(x)
+    for i in range(x.size):
+        v = x[i]
+        if which == 0:
+            out[i] = math.lgamma(v)
+        elif which == 1:
+            out[i] = digamma(v)
+        elif which == 2:
+            out[i] = math.erfc(v)
+        elif which == 3:
+            out[i] = erfinv(v)
+        else:
+            out[i] = polygamma(n, v)
     return out
 
 

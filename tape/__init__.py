@@ -630,6 +630,7 @@ tan, asin, acos, atan, sinh, cosh = _ew.tan, _ew.asin, _ew.acos, _ew.atan, _ew.s
 arcsin, arccos, arctan = asin, acos, atan
 erf, reciprocal, sign, floor, ceil, trunc = _ew.erf, _ew.reciprocal, _ew.sign, _ew.floor, _ew.ceil, _ew.trunc
 round, square, silu = _ew.round, _ew.square, _ew.silu  # noqa: A001
+erfc, erfinv, lgamma, digamma, polygamma = _ew.erfc, _ew.erfinv, _ew.lgamma, _ew.digamma, _ew.polygamma
 clamp, clip, clamp_min, clamp_max = _ew.clamp, _ew.clamp, _ew.clamp_min, _ew.clamp_max
 atan2 = arctan2 = _ew.atan2
 def remainder(input, other, *, out=None):  # noqa: A002
@@ -783,7 +784,8 @@ def _inplace_via_copy(fn):
 def _bind_more():
     T = Tensor
     for name in ('rsqrt', 'exp2', 'expm1', 'log2', 'log10', 'log1p', 'tan', 'asin', 'acos',
-                 'atan', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'erf', 'reciprocal',
+                 'atan', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'erf', 'erfc', 'erfinv',
+                 'lgamma', 'digamma', 'reciprocal',
                  'sign', 'floor', 'ceil', 'trunc', 'round', 'square', 'clamp', 'clip',
                  'clamp_min', 'clamp_max', 'atan2', 'arctan2', 'remainder', 'fmod',
                  'masked_fill', 'nonzero', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'greater',
@@ -832,3 +834,7 @@ from . import _composites as _cp  # noqa: E402
 globals().update(_cp.FUNCTIONS)
 for _name, _fn in _cp.METHODS.items():
     setattr(Tensor, _name, _fn)
+matrix_power = linalg.matrix_power
+Tensor.matrix_power = linalg.matrix_power
+linalg.cross = _cp._linalg_cross
+from . import special  # noqa: E402,F401

@@ -1194,6 +1194,171 @@ for _name, _fn in _INPLACE_OF.items():
     _NEW_METHODS[_name] = _inplace(_named(_fn, _name[:-1]), _name)
 
 
+# ------------------------------------------------ scans, grids, splits, counts
+def logcumsumexp(input, dim):  # noqa: A002
+    """``log(cumsum(exp(x), dim))`` without overflow: a log-space prefix scan
+    (log2(n) rounds of ``logaddexp`` of the tensor and itself shifted)."""
+    x = input if isinstance(input, Tensor) else _ew._t(input)
+    if x._data.ndim == 0:
+        return x * 1.0
+    d = _norm_dim(dim, x._data.ndim, 'logcumsumexp')
+    n = x._data.shape[d]
+    out = x if x._data.dtype.kind == 'f' else _ops.to(x, default_dtype())
+    k = 1
+    while k < n:
+        out = _sh.cat([_sh.narrow(out, d, 0, k),
+                       logaddexp(_sh.narrow(out, d, k, n - k), _sh.narrow(out, d, 0, n - k))], d)
+        k *= 2
+    return out if k > 1 else out * 1.0
+
+
+def meshgrid(*tensors, indexing=None):
+    """``torch.meshgrid``: ``indexing`` 'ij' (the default) or 'xy'."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    indexing = 'ij' if indexing is None else indexing
+    if indexing not in ('ij', 'xy'):
+        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", '
+                           f'but received: {indexing}')
+    ts = [t if isinstance(t, Tensor) else _ew._t(t) for t in tensors]
+    for t in ts:
+        if t._data.ndim > 1:
+            raise RuntimeError('torch.meshgrid: Expected 0D or 1D tensor in the tensor list '
+                               f'but got: {t}')
+    sizes = [t._data.size for t in ts]
+    pos = list(range(len(ts)))
+    if indexing == 'xy' and len(ts) >= 2:
+        pos[0], pos[1] = 1, 0
+    full = [0] * len(ts)
+    for i, p in enumerate(pos):
+        full[p] = sizes[i]
+    outs = []
+    for i, t in enumerate(ts):
+        shape = [1] * len(ts)
+        shape[pos[i]] = sizes[i]
+        outs.append(_ops.expand(_ops.reshape(t, *shape), *full))
+    return tuple(outs)
+
+
+def cartesian_prod(*tensors):
+    """Every combination of the 1-D inputs' elements, one row each."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing='ij')
+    return _sh.stack([_ops.reshape(g, -1) for g in grids], 1)
+
+
+def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
+    """``torch.tensor_split``: ``n`` nearly equal parts (the first ``size % n`` one
+    longer), or the parts between the given indices."""
+    x = input
+    d = _norm_dim(dim, x._data.ndim, 'tensor_split')
+    n = x._data.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        ios = ios._data.tolist()
+    if isinstance(ios, (int, np.integer)):
+        if ios <= 0:
+            raise RuntimeError(f'number of sections must be larger than 0, got {ios}')
+        q, r = divmod(n, int(ios))
+        bounds = [0]
+        for i in range(int(ios)):
+            bounds.append(bounds[-1] + q + (1 if i < r else 0))
+    else:
+        bounds = [0] + [builtins.min(builtins.max(int(i) + (n if i < 0 else 0), 0), n)
+                        for i in ios] + [n]
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        hi = builtins.max(lo, hi)
+        lo = builtins.min(lo, n)
+        parts.append(_sh.narrow(x, d, lo, builtins.max(0, builtins.min(hi, n) - lo)))
+    return tuple(parts)
+
+
+def cross(input, other, dim=None):  # noqa: A002
+    """The cross product along ``dim`` (of size 3); the inputs broadcast.  Without
+    ``dim``, the first dimension of size 3 (``torch.cross``'s old default)."""
+    a = input if isinstance(input, Tensor) else _ew._t(input)
+    b = other if isinstance(other, Tensor) else _ew._t(other)
+    shape = tuple(np.broadcast_shapes(a._data.shape, b._data.shape))
+    if a._data.shape != shape:
+        a = _ops.expand(a, *shape)
+    if b._data.shape != shape:
+        b = _ops.expand(b, *shape)
+    if dim is None:
+        dims = [i for i, s in enumerate(shape) if s == 3]
+        if not dims:
+            raise RuntimeError('no dimension of size 3 in input')
+        d = dims[0]
+    else:
+        d = _norm_dim(dim, len(shape), 'linalg.cross')
+    if shape[d] != 3:
+        raise RuntimeError(f'linalg.cross: inputs dimension {dim} must have length 3. '
+                           f'Got {a._data.shape[d]} and {b._data.shape[d]}')
+    a0, a1, a2 = (_sh.narrow(a, d, i, 1) for i in range(3))
+    b0, b1, b2 = (_sh.narrow(b, d, i, 1) for i in range(3))
+    return _sh.cat([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+
+
+def _linalg_cross(input, other, *, dim=-1):  # noqa: A002
+    return cross(input, other, dim=dim)
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None,
+                 sorter=None):
+    """Insertion points of ``values`` in the last dimension of ``sorted_sequence``
+    (batched over the leading ones).  Not differentiable: int64 (or int32)."""
+    seq = sorted_sequence._data if isinstance(sorted_sequence, Tensor) else np.asarray(
+        sorted_sequence)
+    scalar = not isinstance(values, Tensor)
+    vals = values._data if isinstance(values, Tensor) else np.asarray(values)
+    if side is not None:
+        if side not in ('left', 'right') or (right and side == 'left'):
+            raise RuntimeError("torch.searchsorted(): side can only be 'left' or 'right'")
+        right = side == 'right'
+    if sorter is not None:
+        srt = sorter._data if isinstance(sorter, Tensor) else np.asarray(sorter)
+        seq = np.take_along_axis(seq, srt, -1)
+    how = 'right' if right else 'left'
+    if seq.ndim <= 1:
+        out = np.searchsorted(seq, vals, side=how)
+    else:
+        if seq.shape[:-1] != vals.shape[:-1]:
+            raise RuntimeError('torch.searchsorted(): boundaries tensor should be 1 dimension '
+                               'or the first N-1 dimensions of boundaries tensor and input '
+                               'value tensor must match')
+        s2 = seq.reshape(-1, seq.shape[-1])
+        v2 = vals.reshape(-1, vals.shape[-1])
+        out = np.stack([np.searchsorted(s2[i], v2[i], side=how) for i in range(s2.shape[0])]
+                       ).reshape(vals.shape)
+    out = np.asarray(out, np.int32 if out_int32 else np.int64)
+    return _leaf(out.reshape(()) if scalar else out)
+
+
+def bincount(input, weights=None, minlength=0):  # noqa: A002
+    """Counts of each value of a 1-D non-negative integer tensor (weighted sums
+    with ``weights``).  Not differentiable."""
+    x = input._data if isinstance(input, Tensor) else np.asarray(input)
+    if x.ndim != 1 or x.dtype.kind not in 'iub':
+        raise RuntimeError('bincount only supports 1-d non-negative integral inputs.')
+    if x.size and x.min() < 0:
+        raise RuntimeError('bincount only supports 1-d non-negative integral inputs.')
+    if weights is None:
+        return _leaf(np.bincount(x, minlength=minlength).astype(np.int64))
+    w = weights._data if isinstance(weights, Tensor) else np.asarray(weights)
+    dt = w.dtype if w.dtype.kind == 'f' else np.float64
+    return _leaf(np.bincount(x, weights=w.astype(np.float64), minlength=minlength).astype(dt))
+
+
+_NEW_FUNCTIONS.update({
+    'logcumsumexp': logcumsumexp, 'meshgrid': meshgrid, 'cartesian_prod': cartesian_prod,
+    'tensor_split': tensor_split, 'cross': cross, 'searchsorted': searchsorted,
+    'bincount': bincount,
+})
+for _name in ('logcumsumexp', 'tensor_split', 'cross', 'bincount'):
+    _NEW_METHODS[_name] = _NEW_FUNCTIONS[_name]
+
+
 def _register():
     # never shadow what tape or Tensor already has (tape/__init__.py runs before us)
     import sys

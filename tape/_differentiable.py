@@ -131,6 +131,11 @@ def _zero(x):
     return _const_like(x, np.zeros(np.shape(_data(x)))) if isinstance(x, Tensor) else 0.0
 
 
+def _kernels():
+    import compiler.kernels
+    return compiler.kernels
+
+
 FORMULA_NAMESPACE = {
     'exp': _scalar_ok(_ops.exp, math.exp), 'log': _scalar_ok(_ops.log, math.log),
     'sqrt': _scalar_ok(_ops.sqrt, math.sqrt), 'sin': _scalar_ok(_ops.sin, math.sin),
@@ -147,6 +152,9 @@ FORMULA_NAMESPACE = {
     'eq': _piecewise_const(lambda x, y: (np.asarray(x) == y).astype(np.float64),
                            lambda x, y: float(x == y)),
     'where_pos': _where_pos, 'inv0': _inv0, 'zero': _zero,
+    'digamma': lambda x: _ew.digamma(x) if isinstance(x, Tensor) else _kernels().digamma(float(x)),
+    'polygamma': lambda n, x: (_ew.polygamma(n, x) if isinstance(x, Tensor)
+                               else _kernels().polygamma(float(n), float(x))),
 }
 _COMPILED = {}
 

@@ -38,6 +38,19 @@ def _np_erf(x):
     return out if isinstance(x, np.ndarray) else out[()]
 
 
+def _np_special(which, n=0.0):
+    # lgamma/digamma/erfc/erfinv/polygamma via compiler.kernels.special_array,
+    # in float64, returned in the input's float dtype
+    def f(x):
+        from compiler.kernels import special_array
+        arr = np.asarray(x)
+        flat = np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)
+        out = special_array(which, flat, float(n)).reshape(arr.shape)
+        out = out.astype(arr.dtype if arr.dtype.kind == 'f' else np.float32, copy=False)
+        return out if isinstance(x, np.ndarray) else out[()]
+    return f
+
+
 def _keep_int(npf):
     """floor/ceil/round/trunc leave integer tensors as they are (NumPy makes floats)."""
     def f(x):
@@ -69,6 +82,43 @@ atan = _unary('atan', np.arctan)
 sinh = _unary('sinh', _quiet(np.sinh))
 cosh = _unary('cosh', _quiet(np.cosh))
 erf = _unary('erf', _np_erf)
+_erfc = _unary('erfc', _np_special(2))
+_erfinv = _unary('erfinv', _np_special(3))
+_lgamma = _unary('lgamma', _np_special(0))
+_digamma = _unary('digamma', _np_special(1))
+
+
+def _float_in(a):
+    # integer inputs give float32 results, as in PyTorch
+    a = _t(a)
+    if np.dtype(a._data.dtype).kind in 'iub':
+        a = _leaf(a._data.astype(np.float32))
+    return a
+
+
+def erfc(a):
+    return _erfc(_float_in(a))
+
+
+def erfinv(a):
+    return _erfinv(_float_in(a))
+
+
+def lgamma(a):
+    return _lgamma(_float_in(a))
+
+
+def digamma(a):
+    return _digamma(_float_in(a))
+
+
+def polygamma(n, a):
+    """``torch.polygamma(n, x)``: the n-th derivative of digamma (n >= 0)."""
+    if int(n) != n or n < 0:
+        raise RuntimeError('polygamma(n, x) does not support negative n.')
+    a = _float_in(a)
+    out = _np_special(4, float(n))(a._data)
+    return _with_const('polygamma', a, out, float(n))
 reciprocal = _unary('reciprocal', _quiet(lambda x: np.true_divide(1, x)))
 _silu = _unary('silu', lambda x: x * _np_sigmoid(x))
 

@@ -46,6 +46,8 @@ FORMULA_FUNCS = frozenset({
     # is x where c > 0 else y (only the chosen side is used, so an inf on the other
     # side gives no NaN); inv0(x) is 1/x but 0 at x == 0; zero(x) is 0.0.
     'sinh', 'cosh', 'erf', 'floor', 'trunc', 'ge', 'eq', 'where_pos', 'inv0', 'zero',
+    # digamma(x); polygamma(n, x) is its n-th derivative (n a whole float)
+    'digamma', 'polygamma',
 })
 # Functions only forward formulas may call (they have Numba versions in
 # compiler/kernels.py, or are math.* functions, but no Tensor versions: the
@@ -59,7 +61,7 @@ FORMULA_FUNCS = frozenset({
 FWD_ONLY_FUNCS = frozenset({
     'tan', 'asin', 'acos', 'atan', 'atan2', 'expm1', 'log1p', 'log2', 'log10', 'exp2',
     'ceil', 'rint', 'round_decimals', 'maximum', 'minimum', 'gt', 'remainder', 'fmod',
-    'logaddexp0', 'power',
+    'logaddexp0', 'power', 'lgamma', 'erfc', 'erfinv',
 })
 FWD_FUNCS = FORMULA_FUNCS | FWD_ONLY_FUNCS
 TENSOR_NAMES = ('a', 'b')
@@ -220,6 +222,14 @@ RULES = [
     E('sinh', 'SinhBackward0', 'a', ('grad * cosh(a)',), fwd='sinh(a)'),
     E('cosh', 'CoshBackward0', 'a', ('grad * sinh(a)',), fwd='cosh(a)'),
     E('erf', 'ErfBackward0', 'a', ('grad * 1.1283791670955126 * exp(-a * a)',), fwd='erf(a)'),
+    E('erfc', 'ErfcBackward0', 'a', ('-grad * 1.1283791670955126 * exp(-a * a)',), fwd='erfc(a)'),
+    E('erfinv', 'ErfinvBackward0', 'a', ('grad * 0.886226925452758 * exp(out * out)',),
+      fwd='erfinv(a)'),
+    E('lgamma', 'LgammaBackward0', 'a', ('grad * digamma(a)',), fwd='lgamma(a)'),
+    E('digamma', 'DigammaBackward0', 'a', ('grad * polygamma(1.0, a)',), fwd='digamma(a)'),
+    # c is n
+    E('polygamma', 'PolygammaBackward0', 'a', ('grad * polygamma(c + 1.0, a)',), consts='c',
+      fwd='polygamma(c, a)'),
     E('reciprocal', 'ReciprocalBackward0', 'a', ('-grad * out * out',), fwd='1.0 / a'),
     E('silu', 'SiluBackward0', 'a', ('grad * sigmoid(a) * (1.0 + a * (1.0 - sigmoid(a)))',),
       fwd='a * sigmoid(a)'),

@@ -10,7 +10,9 @@ from ._linalg import matmul  # noqa: F401  (tape.linalg.matmul, as in torch.lina
 from ._reductions import amax, amin, vector_norm
 from ._tensor import Tensor, _leaf
 
-__all__ = ['norm', 'vector_norm', 'matrix_norm', 'matmul', 'solve', 'inv', 'det', 'slogdet']
+__all__ = ['norm', 'vector_norm', 'matrix_norm', 'matmul', 'solve', 'inv', 'det', 'slogdet',
+           'cholesky', 'eigh', 'eigvalsh', 'qr', 'svd', 'svdvals', 'lstsq', 'matrix_power',
+           'LinAlgError']
 
 
 def matrix_norm(a, ord='fro', dim=(-2, -1), keepdim=False, dtype=None):  # noqa: A002
@@ -25,8 +27,12 @@ def matrix_norm(a, ord='fro', dim=(-2, -1), keepdim=False, dtype=None):  # noqa:
     if ord == 'fro':
         return vector_norm(a, 2, (r, c), keepdim)
     if ord in ('nuc', 2, -2):
-        raise NotImplementedError(f'linalg.matrix_norm: ord={ord!r} needs singular values, '
-                                  'which are not supported')
+        perm = [i for i in range(a.dim()) if i not in (r, c)] + [r, c]
+        s = svdvals(a.permute(*perm))
+        s = s.sum(-1) if ord == 'nuc' else (amax(s, -1) if ord == 2 else amin(s, -1))
+        if keepdim:
+            s = s.unsqueeze(min(r, c)).unsqueeze(max(r, c))
+        return s
     if ord in (1, -1):            # max/min over columns of the column sums
         inner, outer = r, c
     elif ord in (float('inf'), float('-inf')):
@@ -214,3 +220,360 @@ def logdet(A):
     sign, lad = slogdet(A)
     with np.errstate(divide='ignore', invalid='ignore'):
         return _ops.add(lad, _leaf(np.log(np.asarray(sign._data))))
+
+
+# -- decompositions -----------------------------------------------------------------
+# Each is a custom Function over NumPy whose backward is written in tape ops (PyTorch's
+# formulas from FunctionsManual.cpp), so it is differentiable to any order.
+
+_FNS = {}
+
+
+def _fns():
+    if _FNS:
+        return _FNS
+    import numpy as np
+    from .autograd import Function
+    from ._composites import diag_embed
+
+    def arr(t):
+        return np.asarray(t._data)
+
+    def eye_like(t):
+        return _ops._const(np.eye(t.shape[-1], dtype=arr(t).dtype))
+
+    class LinalgCholesky(Function):
+        """``L`` lower; ``gA = L^-T Phi(L^T gL) L^-1`` symmetrized (``cholesky_backward``)."""
+        @staticmethod
+        def forward(ctx, A):
+            out = _leaf(np.ascontiguousarray(_cholesky_np(arr(A))))
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, gL):
+            L, = ctx.saved_tensors
+            gA = (L.mT @ gL).tril()
+            gA = 0.5 * (gA + gA.tril(-1).mT)
+            gA = solve(L.mT, gA)                    # L^-T gA
+            return solve(L, gA, left=False)         # ... L^-1
+
+    class LinalgEigh(Function):
+        """``A = V diag(w) V^T``; ``gA = V (diag(gw) + skew(V^T gV) / E) V^T``."""
+        @staticmethod
+        def forward(ctx, A, uplo):
+            ctx.set_materialize_grads(False)
+            w, v = np.linalg.eigh(arr(A), UPLO=uplo)
+            w, v = _leaf(w), _leaf(v)
+            ctx.save_for_backward(w, v)
+            return w, v
+
+        @staticmethod
+        def backward(ctx, gw, gv):
+            w, V = ctx.saved_tensors
+            if gv is not None:
+                X = V.mT @ gv
+                E = w.unsqueeze(-2) - w.unsqueeze(-1) + eye_like(V)
+                mid = 0.5 * (X - X.mT) / E
+                if gw is not None:
+                    mid = mid + diag_embed(gw)
+            elif gw is not None:
+                mid = diag_embed(gw)
+            else:
+                return None, None
+            return V @ mid @ V.mT, None
+
+    class LinalgQR(Function):
+        """``A = QR`` (m >= n); ``gA = (gQ + Q syminvadj(triu(gR R^T - Q^T gQ))) R^-T``."""
+        @staticmethod
+        def forward(ctx, A, mode):
+            ctx.set_materialize_grads(False)
+            ctx.mode = mode
+            if mode == 'r':
+                return _leaf(np.ascontiguousarray(np.linalg.qr(arr(A), mode='r')))
+            q, r = np.linalg.qr(arr(A), mode=mode)
+            q, r = _leaf(np.ascontiguousarray(q)), _leaf(np.ascontiguousarray(r))
+            ctx.save_for_backward(q, r)
+            return q, r
+
+        @staticmethod
+        def backward(ctx, gQ, gR=None):
+            if ctx.mode == 'r':
+                raise RuntimeError("The derivative of linalg.qr depends on Q, which is not "
+                                   "computed when mode='r'. Please use linalg.qr(A, "
+                                   "mode='reduced') if you are going to differentiate through "
+                                   "linalg.qr.")
+            Q, R = ctx.saved_tensors
+            m, n = Q.shape[-2], R.shape[-1]
+            if ctx.mode == 'complete' and m > n:
+                raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                                   "and nrows > ncols.")
+            if m < n:
+                raise NotImplementedError('linalg.qr: the derivative for wide matrices '
+                                          '(nrows < ncols) is not supported')
+            if gQ is None and gR is None:
+                return None, None
+            if gQ is None:
+                X = gR @ R.mT
+            elif gR is None:
+                X = -(Q.mT @ gQ)
+            else:
+                X = gR @ R.mT - Q.mT @ gQ
+            X = X.triu()
+            X = X + X.mT - diag_embed(X.diagonal(0, -2, -1))
+            gA = Q @ X
+            if gQ is not None:
+                gA = gA + gQ
+            return solve(R.mT, gA, left=False), None
+
+    class LinalgSVD(Function):
+        """``A = U diag(S) Vh`` (``svd_backward``)."""
+        @staticmethod
+        def forward(ctx, A, full):
+            ctx.set_materialize_grads(False)
+            u, s, vh = np.linalg.svd(arr(A), full_matrices=full)
+            u, s, vh = (_leaf(np.ascontiguousarray(x)) for x in (u, s, vh))
+            ctx.save_for_backward(u, s, vh)
+            return u, s, vh
+
+        @staticmethod
+        def backward(ctx, gU, gS, gVh):
+            U, S, Vh = ctx.saved_tensors
+            m, n = U.shape[-2], Vh.shape[-1]
+            k = S.shape[-1]
+            if U.shape[-1] != k:
+                U = U[..., :k]
+                gU = None if gU is None else gU[..., :k]
+            if Vh.shape[-2] != k:
+                Vh = Vh[..., :k, :]
+                gVh = None if gVh is None else gVh[..., :k, :]
+            if gU is None and gVh is None:
+                if gS is None:
+                    return None, None
+                if m >= n:
+                    return U @ (gS.unsqueeze(-1) * Vh), None
+                return (U * gS.unsqueeze(-2)) @ Vh, None
+            S2 = S * S
+            E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + eye_like(S.unsqueeze(-1).expand(
+                *S.shape, k))
+            gA = None
+            if gU is not None:
+                UhgU = U.mT @ gU
+                gA = (UhgU - UhgU.mT) * S.unsqueeze(-2)
+            if gVh is not None:
+                VhgV = Vh @ gVh.mT
+                t = S.unsqueeze(-1) * (VhgV - VhgV.mT)
+                gA = t if gA is None else gA + t
+            gA = gA / E
+            if gS is not None:
+                gA = gA + diag_embed(gS)
+            if m > n and gU is not None:
+                gA = U @ gA
+                gUSinv = gU / S.unsqueeze(-2)
+                gA = gA + gUSinv - U @ (U.mT @ gUSinv)
+                gA = gA @ Vh
+            elif m < n and gVh is not None:
+                gA = gA @ Vh
+                SinvgVh = gVh / S.unsqueeze(-1)
+                gA = gA + SinvgVh - (SinvgVh @ Vh.mT) @ Vh
+                gA = U @ gA
+            else:
+                gA = U @ (gA @ Vh)
+            return gA, None
+
+    class LinalgSvdvals(Function):
+        """Singular values; ``gA = U diag(gS) Vh`` with U, Vh differentiable."""
+        @staticmethod
+        def forward(ctx, A):
+            u, s, vh = np.linalg.svd(arr(A), full_matrices=False)
+            ctx.save_for_backward(A)
+            return _leaf(np.ascontiguousarray(s))
+
+        @staticmethod
+        def backward(ctx, gS):
+            A, = ctx.saved_tensors
+            U, S, Vh = LinalgSVD.apply(A, False)
+            return (U * gS.unsqueeze(-2)) @ Vh
+
+    class LinalgLstsq(Function):
+        """``X = argmin |AX - B|`` (full-rank tall A): with ``Y = (A^T A)^-1 gX``,
+        ``gB = A Y``, ``gA = (B - A X) Y^T - A Y X^T``."""
+        @staticmethod
+        def forward(ctx, A, B, rcond):
+            a, b = arr(A), arr(B)
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            a2 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+            b2 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+            xs = [np.linalg.lstsq(ai, bi, rcond=rcond)[0] for ai, bi in zip(a2, b2)]
+            x = np.stack(xs).reshape(batch + (a.shape[-1], b.shape[-1])) if xs else \
+                np.zeros(batch + (a.shape[-1], b.shape[-1]), a.dtype)
+            out = _leaf(np.ascontiguousarray(x, dtype=a.dtype))
+            ctx.save_for_backward(A, B, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, gX, *_):
+            A, B, X = ctx.saved_tensors
+            Y = solve(A.mT @ A, gX)
+            AY = A @ Y
+            gA = (B - A @ X) @ Y.mT - AY @ X.mT
+            return _sum_to(gA, tuple(A.shape)), _sum_to(AY, tuple(B.shape)), None
+
+    _FNS.update(cholesky=LinalgCholesky, eigh=LinalgEigh, qr=LinalgQR, svd=LinalgSVD,
+                svdvals=LinalgSvdvals, lstsq=LinalgLstsq)
+    return _FNS
+
+
+def _cholesky_np(a):
+    import numpy as np
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        pass
+    flat = a.reshape((-1,) + a.shape[-2:])
+    for b, m in enumerate(flat):
+        for k in range(1, m.shape[-1] + 1):
+            try:
+                np.linalg.cholesky(m[:k, :k])
+            except np.linalg.LinAlgError:
+                where = f'(Batch element {b}): ' if a.ndim > 2 else ''
+                raise LinAlgError(
+                    f'linalg.cholesky: {where}The factorization could not be completed because '
+                    f'the input is not positive-definite (the leading minor of order {k} is not '
+                    'positive-definite).') from None
+    raise LinAlgError('linalg.cholesky: The factorization could not be completed because '
+                      'the input is not positive-definite.')
+
+
+class LinAlgError(RuntimeError):
+    """``torch.linalg.LinAlgError``: a decomposition failed (a ``RuntimeError``)."""
+
+
+def _matrices(A, name, square=True):
+    A = A if isinstance(A, Tensor) else _ops._const(A)
+    if A.dim() < 2:
+        raise RuntimeError(f'linalg.{name}: The input tensor A must have at least 2 dimensions.')
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f'linalg.{name}: A must be batches of square matrices, but they are '
+                           f'{A.shape[-2]} by {A.shape[-1]} matrices')
+    if A._data.dtype.kind != 'f':
+        raise RuntimeError(f'linalg.{name}: Expected a floating point or complex tensor as '
+                           f'input. Got {A.dtype}')
+    return A
+
+
+def cholesky(A, *, upper=False, out=None):
+    """``torch.linalg.cholesky``: ``L`` with ``A = L L^T`` (``U = L^T`` for ``upper``);
+    reads only the lower (upper) triangle.  A matrix that is not positive-definite
+    raises RuntimeError as torch does."""
+    A = _matrices(A, 'cholesky')
+    if upper:
+        return cholesky(A.mT).mT
+    return _fns()['cholesky'].apply(A)
+
+
+def _named_tuple(name, fields):
+    import collections
+    return collections.namedtuple(name, fields)
+
+
+_EIGH = _named_tuple('linalg_eigh', ['eigenvalues', 'eigenvectors'])
+_QR = _named_tuple('linalg_qr', ['Q', 'R'])
+_SVD = _named_tuple('linalg_svd', ['U', 'S', 'Vh'])
+_LSTSQ = _named_tuple('linalg_lstsq', ['solution', 'residuals', 'rank', 'singular_values'])
+
+
+def eigh(A, UPLO='L', *, out=None):
+    """``torch.linalg.eigh``: ``(eigenvalues, eigenvectors)`` of a symmetric matrix,
+    ascending; reads only the ``UPLO`` triangle.  Eigenvectors are defined up to sign:
+    differentiate only losses invariant to it."""
+    A = _matrices(A, 'eigh')
+    if UPLO not in ('L', 'U'):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return _EIGH(*_fns()['eigh'].apply(A, UPLO))
+
+
+def eigvalsh(A, UPLO='L', *, out=None):
+    """``torch.linalg.eigvalsh``: the eigenvalues of ``eigh``."""
+    return eigh(A, UPLO).eigenvalues
+
+
+def qr(A, mode='reduced', *, out=None):
+    """``torch.linalg.qr``: ``(Q, R)``; ``mode`` 'reduced', 'complete' or 'r' (Q empty).
+    Differentiable for ``nrows >= ncols``."""
+    import numpy as np
+    A = _matrices(A, 'qr', square=False)
+    if mode not in ('reduced', 'complete', 'r'):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    if mode == 'r':
+        return _QR(_leaf(np.zeros((0,), A._data.dtype)), _fns()['qr'].apply(A, 'r'))
+    return _QR(*_fns()['qr'].apply(A, mode))
+
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    """``torch.linalg.svd``: ``(U, S, Vh)``, ``S`` descending.  U and Vh are defined up
+    to sign: differentiate only losses invariant to it."""
+    A = _matrices(A, 'svd', square=False)
+    return _SVD(*_fns()['svd'].apply(A, bool(full_matrices)))
+
+
+def svdvals(A, *, driver=None, out=None):
+    """``torch.linalg.svdvals``: the singular values, descending."""
+    A = _matrices(A, 'svdvals', square=False)
+    return _fns()['svdvals'].apply(A)
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """``torch.linalg.lstsq``: ``(solution, residuals, rank, singular_values)``; the
+    solution is differentiable for full-rank A with ``nrows >= ncols``; residuals and
+    singular_values are empty (torch's default CPU driver 'gelsy')."""
+    import numpy as np
+    A = _matrices(A, 'lstsq', square=False)
+    B = B if isinstance(B, Tensor) else _ops._const(B, A)
+    if A.dtype != B.dtype:
+        raise RuntimeError(f'torch.linalg.lstsq: Expected input and other to have the same '
+                           f'dtype, but got input with dtype {A.dtype} and other with dtype '
+                           f'{B.dtype}')
+    vec = B.dim() == A.dim() - 1
+    if not (B.dim() == A.dim() or vec) or B.dim() < 1:
+        raise RuntimeError('torch.linalg.lstsq: input.dim() must be greater or equal to '
+                           'other.dim() and (input.dim() - other.dim()) <= 1')
+    if vec:
+        B = B.unsqueeze(-1)
+    if A.shape[-2] != B.shape[-2]:
+        raise RuntimeError(f'torch.linalg.lstsq: input.size(-2) should match other.size(-2)'
+                           f'{"" if not vec else " (treating other as a batch of vectors)"}')
+    fn = _fns()['lstsq']
+    X = fn.apply(A, B, rcond)
+    if vec:
+        X = X.squeeze(-1)
+    empty = np.zeros((0,), A._data.dtype)
+    rank = np.asarray(np.linalg.matrix_rank(np.asarray(A._data)), dtype=np.int64)
+    return _LSTSQ(X, _leaf(empty), _leaf(rank), _leaf(empty))
+
+
+def matrix_power(A, n, *, out=None):
+    """``torch.linalg.matrix_power``: ``A^n`` by repeated squaring (``inv(A)^-n`` for
+    negative ``n``, the identity for 0), built from matmul."""
+    import numpy as np
+    A = A if isinstance(A, Tensor) else _ops._const(A)
+    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f'linalg.matrix_power: A must be batches of square matrices, but '
+                           f'they are {A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} '
+                           f'matrices')
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise TypeError(f'matrix_power(): argument \'n\' must be int, not {type(n).__name__}')
+    if n == 0:
+        eye = np.broadcast_to(np.eye(A.shape[-1], dtype=A._data.dtype), A.shape)
+        return _leaf(np.ascontiguousarray(eye))
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while True:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if not n:
+            return result
+        base = base @ base
