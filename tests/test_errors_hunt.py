@@ -218,3 +218,20 @@ def test_cat_stack_non_tensor_elements_are_type_errors(bad):
     # PyTorch: TypeError "expected Tensor as element 1 in argument 0, but got int";
     # tape: RuntimeError about dimensions (or, for stack(tensor), stacked its rows)
     _same(bad)
+
+
+def test_linear_and_nll_loss_refuse_a_bias_or_weight_of_another_dtype():
+    # PyTorch raises rather than promote: addmm's "same dtype", nll's "scalar type"
+    import tape.nn.functional as TF
+    for lib, F in ((tape, TF), (torch, torch.nn.functional)):
+        x, W = lib.ones(2, 3), lib.ones(4, 3)
+        with pytest.raises(RuntimeError, match='must have the same dtype'):
+            F.linear(x, W, lib.ones(4, dtype=lib.float64))
+        assert F.linear(x, W, lib.ones(4)).dtype == lib.float32
+        t = lib.tensor([0, 1])
+        for loss in (F.cross_entropy, F.nll_loss):
+            with pytest.raises(RuntimeError, match='expected scalar type'):
+                loss(x, t, weight=lib.ones(3, dtype=lib.float64))
+            with pytest.raises(RuntimeError, match='expected scalar type'):
+                loss(x.double(), t, weight=lib.ones(3))
+        assert F.cross_entropy(x, t, weight=lib.ones(3)).dtype == lib.float32

@@ -193,6 +193,11 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
     picked = _red.take_as('index', inp, d.reshape(-1)[pos], pos)
     if weight is not None:
         wd = np.asarray(weight._data if isinstance(weight, Tensor) else weight)
+        if isinstance(weight, Tensor) and wd.dtype != d.dtype:
+            # PyTorch refuses a weight of another dtype rather than convert it
+            raise RuntimeError(f'nll_loss: expected scalar type {_dtype_name(d.dtype)} but '
+                               f'found {_dtype_name(wd.dtype)} (weight of shape '
+                               f'{tuple(wd.shape)}, input of shape {tuple(d.shape)})')
         if wd.shape != (ncls,):
             raise RuntimeError(f'nll_loss: weight tensor should be defined either for all '
                                f'{ncls} classes or no classes but got weight tensor of shape: '
@@ -358,8 +363,19 @@ def linear(input, weight, bias=None):  # noqa: A002
             _ops.check_shapes('linear', si[:-1] + sw[:1], np.shape(_t(bias, input)._data))
         out = matmul(inp, _ops.t(w))
     if bias is not None:
-        out = _ops.add(out, _t(bias, input))
+        b = _t(bias, input)
+        if isinstance(bias, Tensor) and b._data.dtype != out._data.dtype:
+            # PyTorch's addmm refuses a bias of another dtype rather than promote
+            raise RuntimeError(f'linear: self and mat2 must have the same dtype, but got '
+                               f'{_dtype_name(b._data.dtype)} and '
+                               f'{_dtype_name(out._data.dtype)} (bias {tuple(b._data.shape)}, '
+                               f'weight {tuple(np.shape(w._data))})')
+        out = _ops.add(out, b)
     return out
+
+
+def _dtype_name(dt):
+    return {'float64': 'Double', 'float32': 'Float', 'float16': 'Half'}.get(str(dt), str(dt))
 
 
 def _rng_of(generator):
