@@ -361,8 +361,11 @@ def norm(a, p='fro', dim=None, keepdim=False, dtype=None):
     """``torch.norm``: 'fro' (or a number p) as a vector norm over ``dim`` (all by default)."""
     if p is None or p == 'fro':
         p = 2
+    elif p == 'nuc':
+        from . import linalg
+        return linalg.matrix_norm(a, 'nuc', (-2, -1) if dim is None else dim, keepdim, dtype)
     elif isinstance(p, str):
-        raise NotImplementedError(f"norm: p={p!r} (the nuclear norm) is not supported")
+        raise RuntimeError(f'linalg.matrix_norm: Order {p} not supported.')
     return vector_norm(a, p, dim, keepdim, dtype)
 
 

@@ -235,3 +235,17 @@ def test_linear_and_nll_loss_refuse_a_bias_or_weight_of_another_dtype():
             with pytest.raises(RuntimeError, match='expected scalar type'):
                 loss(x.double(), t, weight=lib.ones(3))
         assert F.cross_entropy(x, t, weight=lib.ones(3)).dtype == lib.float32
+
+
+def test_norm_nuclear_and_an_unknown_order():
+    # torch.norm(p='nuc') is the nuclear norm; an unknown order is a RuntimeError
+    a = np.array([[3.0, 1.0], [2.0, 5.0]])
+    xt, xr = tape.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    yt, yr = tape.norm(xt, p='nuc'), torch.norm(xr, p='nuc')
+    yt.backward()
+    yr.backward()
+    np.testing.assert_allclose(yt.item(), yr.item(), rtol=1e-12)
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-10)
+    for lib in (tape, torch):
+        with pytest.raises(RuntimeError, match='Order bogus not supported'):
+            lib.norm(lib.ones(2, 2), p='bogus')
