@@ -291,14 +291,19 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx.astype(np.int64)))
 
 
+def _zero_dim_pick(a, d, dim, opname):
+    """(values, indices) of a 0-d input along ``dim`` (0 or -1): itself, index 0."""
+    _norm_dim(dim, 0, opname)
+    return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+
+
 def _select_kth(a, dim, keepdim, kth, opname):
     """(values, indices) at the sorted position ``kth(sorted_row, row)`` along dim,
     where kth gives, per row (keepdim shape), the position in the ascending order."""
     d = _np(a)
     note_value_use(opname)
     if d.ndim == 0:
-        _norm_dim(dim, 0, opname)
-        return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+        return _zero_dim_pick(a, d, dim, opname)
     dim = _norm_dim(dim, d.ndim, opname)
     if d.shape[dim] == 0:
         raise IndexError(f'{opname}(): Expected reduction dim {dim} to have non-zero size '
@@ -384,8 +389,7 @@ def _cumulative(opname, better):
         d = _np(a)
         note_value_use(opname)
         if d.ndim == 0:
-            _norm_dim(dim, 0, opname)
-            return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+            return _zero_dim_pick(a, d, dim, opname)
         dim = _norm_dim(dim, d.ndim, opname)
         x = np.moveaxis(d, dim, 0)
         idx = np.zeros(x.shape, np.int64)

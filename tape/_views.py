@@ -63,26 +63,25 @@ def as_view(res, a, vfn, multi=None):
         # only a graph tensor's views need re-reading when it changes: a leaf
         # that requires grad cannot be changed in place while recording, and
         # a leaf that carries an _extra dict loses its fast in-place path
-        bext = base._extra
-        if bext is None:
-            bext = base._extra = {}
-        views = bext.get('views')
-        if views is None:
-            views = bext['views'] = weakref.WeakSet()
-        views.add(res)
+        _extra_entry(base, 'views', weakref.WeakSet).add(res)
     elif res._tape is not None:
         # a recorded view of a leaf that requires grad: the leaf keeps the
         # tapes such views were recorded on, so that changing it under no_grad
         # marks the records there that saved a view's memory (PyTorch's shared
         # version counter), the view itself gone or not
-        bext = base._extra
-        if bext is None:
-            bext = base._extra = {}
-        vt = bext.get('view_tapes')
-        if vt is None:
-            vt = bext['view_tapes'] = _TapeSet()
-        vt.add(res._tape)
+        _extra_entry(base, 'view_tapes', _TapeSet).add(res._tape)
     return res
+
+
+def _extra_entry(t, key, make):
+    """``t._extra[key]``, made by ``make()`` (and the dict with it) when absent."""
+    ext = t._extra
+    if ext is None:
+        ext = t._extra = {}
+    entry = ext.get(key)
+    if entry is None:
+        entry = ext[key] = make()
+    return entry
 
 
 class _TapeSet:
