@@ -21,7 +21,7 @@ from . import _linalg
 from . import _ops
 from . import _reductions as _red
 from . import _shapes as _shape
-from ._big import BIG_FLAG
+from ._big import BIG as _BIG, BIG_FLAG
 from ._rules import OP, RULES
 from ._tape import inplace_epoch, resolve
 from ._tensor import Tensor, _leaf, _TNEW
@@ -191,7 +191,7 @@ def _handle(tape, slot, value, leaf_of):
 def _flat(t):
     if t._data.ndim == 1:
         return t
-    return _ops.reshape(t, -1)
+    return _shaped(t, (-1,))
 
 
 def _product(op, a, b):
@@ -281,6 +281,24 @@ def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     return None
 
 
+def _shaped(g, shape):
+    """The flat gradient ``g`` given its input's shape.  Records know sizes, not
+    shapes, so a small one is the same slot seen with that shape: no view record,
+    and its ``grad_fn`` is the op that computed it (``MulBackward0``, as PyTorch
+    shows) rather than the flattening's ``ViewBackward0``.  A large record keeps
+    its arrays' shapes, so a large gradient gets a real reshape."""
+    if (g._tape is None or g._data.size >= _BIG or type(g) is not Tensor
+            or type(g._data) is not np.ndarray or not g._data.flags.c_contiguous):
+        return _ops.reshape(g, shape)     # a copy's memory is no longer the slot's
+    t = _TNEW(Tensor)
+    t._data = np.reshape(g._data, shape)
+    t._rg = g._rg
+    t._tape = g._tape
+    t._goff = g._goff
+    t._rec = g._rec
+    return t
+
+
 def _gradient_of(tape, x, acc):
     g = None
     if x._tape is not None and x._tape is tape:
@@ -295,7 +313,7 @@ def _gradient_of(tape, x, acc):
     if g is None:
         return None
     if g._data.shape != x._data.shape:
-        g = _ops.reshape(g, x._data.shape)
+        g = _shaped(g, x._data.shape)
     if g._data.dtype != x._data.dtype and x._data.dtype.kind == 'f':
         g = _ops.to(g, x._data.dtype)       # computed in float64 (see README), returned as x's
     if x._tape is None and x._extra is not None and x._extra.get('hooks'):
@@ -309,7 +327,7 @@ def _accumulate_tensor(leaf, g):
     if not leaf._rg:                # stopped requiring grad after the graph was built
         return
     if g._data.shape != leaf._data.shape:
-        g = _ops.reshape(g, leaf._data.shape)
+        g = _shaped(g, leaf._data.shape)
     g = run_leaf_hooks(leaf, g, grad_enabled=True)
     if g is None:
         return
@@ -415,12 +433,12 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         g2 = _ops.reshape(g, m, nn)
         if g0 >= 0:
             hb = _handle(tape, g1, V[v + m * kk:v + m * kk + kk * nn], leaf_of)
-            _add(acc, g0, _ops.reshape(_product(_ops.mm, g2, _ops.t(_ops.reshape(hb, kk, nn))),
-                                       -1))
+            _add(acc, g0, _shaped(_product(_ops.mm, g2, _ops.t(_ops.reshape(hb, kk, nn))),
+                                  (-1,)))
         if g1 >= 0:
             ha = _handle(tape, g0, V[v:v + m * kk], leaf_of)
-            _add(acc, g1, _ops.reshape(_product(_ops.mm, _ops.t(_ops.reshape(ha, m, kk)), g2),
-                                       -1))
+            _add(acc, g1, _shaped(_product(_ops.mm, _ops.t(_ops.reshape(ha, m, kk)), g2),
+                                  (-1,)))
         return
     if kind == 'where':
         mask = A[ax:ax + n] != 0
@@ -451,10 +469,10 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         sa, sb = bb * m * kk, bb * kk * nn
         if g0 >= 0:
             hb = _ops.reshape(_handle(tape, g1, V[v + sa:v + sa + sb], leaf_of), bb, kk, nn)
-            _add(acc, g0, _ops.reshape(_product(_linalg.bmm, g3, _ops.transpose(hb, 1, 2)), -1))
+            _add(acc, g0, _shaped(_product(_linalg.bmm, g3, _ops.transpose(hb, 1, 2)), (-1,)))
         if g1 >= 0:
             ha = _ops.reshape(_handle(tape, g0, V[v:v + sa], leaf_of), bb, m, kk)
-            _add(acc, g1, _ops.reshape(_product(_linalg.bmm, _ops.transpose(ha, 1, 2), g3), -1))
+            _add(acc, g1, _shaped(_product(_linalg.bmm, _ops.transpose(ha, 1, 2), g3), (-1,)))
         return
     raise NotImplementedError(f'create_graph: no differentiable rule for kind {kind!r} '
                               f'({rule.name})')
@@ -536,7 +554,7 @@ def _cumprod_vjp(xflat, g3, outer, ln, inner):
     p = _red.cumprod(_ew.where(eye, 1.0, x4), 2)
     upper = np.triu(np.ones((ln, ln), dtype=bool))[None, :, :, None]      # j >= i
     w = _ew.where(upper, _ops.mul(p, _ops.reshape(g3, outer, 1, ln, inner)), 0.0)
-    return _ops.reshape(_ops.sum_(w, 2), -1)
+    return _shaped(_ops.sum_(w, 2), (-1,))
 
 
 def _broadcast_map(A, ax, count):

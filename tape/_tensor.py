@@ -570,8 +570,10 @@ class Tensor:
         other = element._data if isinstance(element, Tensor) else element
         return bool(np.any(np.asarray(other) == np.asarray(self._data)))
 
-    def numpy(self):
-        if self._rg:
+    def numpy(self, *, force=False):
+        # PyTorch refuses only while grad mode is on: under no_grad (a custom
+        # Function's forward, say) the array shares memory with the tensor.
+        if self._rg and _tp.grad_mode.enabled and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                'Use tensor.detach().numpy() instead.')
         return _storage(self)
@@ -580,7 +582,7 @@ class Tensor:
         return np.asarray(self._data).tolist()
 
     def __array__(self, dtype=None, copy=None):
-        if self._rg:
+        if self._rg and _tp.grad_mode.enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                'tensor.detach().numpy() instead.')
         a = np.asarray(self._data)
@@ -620,7 +622,11 @@ class Tensor:
             suffixes.append(f'grad_fn=<{self.grad_fn.name()}>')
         elif self._rg:
             suffixes.append('requires_grad=True')
-        return _add_suffixes('tensor(' + _fmt_data(d), suffixes, 7)
+        text = _add_suffixes('tensor(' + _fmt_data(d), suffixes, 7)
+        # a parameter of tape.nn (a plain tensor with a marker: tape/nn/modules.py)
+        if self.__dict__.get('_is_param', False):
+            return 'Parameter containing:\n' + text
+        return text
 
     __str__ = __repr__
 

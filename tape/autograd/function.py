@@ -217,14 +217,16 @@ class _FunctionRecord:
     def backward_differentiable(self, acc, tape, leaf_of):
         if not any(s >= 0 and s in acc for s in self.out_slots):
             return
+        # _shaped, not a reshape: the gradients keep the grad_fn of the op that
+        # computed them, as PyTorch's do, instead of showing a ViewBackward0
+        from .._differentiable import _add, _shaped
         grads = self._grads_in(lambda s: s in acc,
-                               lambda s, shape, dt: _ops.reshape(acc[s], shape))
+                               lambda s, shape, dt: _shaped(acc[s], shape))
         with enable_grad():
             res = self._call_backward(grads)
-        from .._differentiable import _add
         for r, s in zip(res, self.in_slots):
             if r is not None:
-                _add(acc, s, r if r._data.ndim == 1 else _ops.reshape(r, -1))
+                _add(acc, s, r if r._data.ndim == 1 else _shaped(r, (-1,)))
 
 
 def _typename(obj):
