@@ -461,7 +461,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if sop is None:
                 return _record_binary(op, a, _const(b, a), out)
             return _record_unary(sop, a, out, b)
-        if tb is Tensor:
+        if tb is Tensor or isinstance(b, Tensor):     # (a subclass takes this path too)
             ad = a._data
             bd = b._data
             ta = a._tape
@@ -558,8 +558,6 @@ def _binary(name, scalar_name, rscalar_name, npf):
                     return _record_binary(op, a, _const(b, a), out)
                 return _record_unary(sop, a, out, float(b))
             return _leaf(out)
-        if isinstance(b, Tensor):
-            return fwd(a, b)
         if not _is_array_like(b):
             if strict:
                 raise TypeError(f"{name}(): argument 'other' (position 1) must be Tensor, not "

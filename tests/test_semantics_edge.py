@@ -450,3 +450,15 @@ def test_floor_divide_of_a_tensor_that_requires_grad_raises_at_backward():
         with lib.no_grad():
             assert not (x // 2).requires_grad
         assert x.grad is None
+
+
+def test_a_tensor_subclass_on_either_side_of_a_binary_op():
+    # a subclass on the right went round the binary op's dispatch without end
+    class Sub(tape.Tensor):
+        pass
+    x = tape.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    s = Sub([2.0, 3.0, 4.0])
+    for y in (x * s, s * x, x.mul(s), x + s - s):
+        assert y.grad_fn is not None
+    (x * s).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 3.0, 4.0])
