@@ -838,3 +838,4 @@ matrix_power = linalg.matrix_power
 Tensor.matrix_power = linalg.matrix_power
 linalg.cross = _cp._linalg_cross
 from . import special  # noqa: E402,F401
+from . import optim  # noqa: E402,F401
