@@ -1,3 +1,7 @@
-"""``tape.nn``: the functional interface (``tape.nn.functional``), ``init`` and ``utils``."""
+"""``tape.nn``: modules (``tape.nn.Module``, ``Linear``, ``Sequential``, losses, ...),
+the functional interface (``tape.nn.functional``), ``init`` and ``utils``."""
 from . import functional  # noqa: F401
 from . import init, utils  # noqa: F401
+from . import modules  # noqa: F401
+from .modules import *  # noqa: F401,F403
+from .modules import RemovableHandle  # noqa: F401

@@ -1536,3 +1536,30 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A0
                          c // num_groups * int(np.prod(shape[2:], dtype=np.int64))))
     out = _ops.reshape(_normalize_over(g, (2,), eps), shape)
     return _affine(out, weight, bias, _channel_shape(shape), a)
+
+
+__all__ += ['bilinear']
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y[..., o] = input1 @ weight[o] @ input2 + bias[o]``, for ``input1`` of shape
+    (*, in1), ``input2`` (*, in2) and ``weight`` (out, in1, in2)."""
+    a, b, w = _t(input1), _t(input2, input1), _t(weight, input1)
+    sa, sb, sw = _shape_of(a), _shape_of(b), _shape_of(w)
+    if len(sw) != 3 or not sa or not sb or sa[:-1] != sb[:-1] or sa[-1] != sw[1] \
+            or sb[-1] != sw[2]:
+        raise RuntimeError(f'bilinear: expected input1 (*, in1), input2 (*, in2) with the same '
+                           f'leading dimensions and weight (out, in1, in2); got input1 '
+                           f'{tuple(sa)}, input2 {tuple(sb)}, weight {tuple(sw)}')
+    lead = tuple(sa[:-1])
+    n = int(np.prod(lead, dtype=np.int64))
+    a2 = _ops.reshape(a, (n, sa[-1]))
+    b2 = _ops.reshape(b, (n, sb[-1]))
+    # (out, n, in2): each sample's input1 through every weight slice, then
+    # contracted with input2 over in2
+    left = matmul(a2, w)
+    out = _ops.mul(left, b2).sum(-1)                            # (out, n)
+    out = _ops.reshape(_ops.t(out), lead + (sw[0],))
+    if bias is not None:
+        out = _ops.add(out, _t(bias, input1))
+    return out
