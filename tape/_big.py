@@ -19,7 +19,7 @@ own (from ``BIG_BASE``), so ``G`` is only as large as the small slots.
 import numpy as np
 
 from ._pool import pool
-from ._rules import RULES
+from ._rules import OP, RULES
 
 BIG = 16384            # elements
 BIG_FLAG = 1 << 20     # or-ed into the opcode of a big record
@@ -27,6 +27,7 @@ BIG_FLAG = 1 << 20     # or-ed into the opcode of a big record
 # flags cover small slots only, so a graph over large tensors does not make
 # every sweep allocate (and fault in) an arena as large as those tensors.
 BIG_BASE = 1 << 40
+_T_BIG = OP['t'] | BIG_FLAG
 
 
 class BigRecord:
@@ -52,6 +53,14 @@ class BigRecord:
         meta.in_dtypes = in_dtypes
         meta.attrs = attrs
         return meta
+
+
+class AxisOrder(tuple):
+    """``meta.attrs`` of a big transpose or permute record: the input's axes in
+    the output's order (``out = np.transpose(input, order)``).  Kept instead of
+    an index map, which would cost an int64 copy of the tensor to build and a
+    bincount to sweep: the backward transposes the gradient back."""
+    __slots__ = ()
 
 
 def _float(dt):
@@ -144,8 +153,11 @@ class Grads:
             self.G[slot:slot + size] = np.ravel(value)
 
 
-def sweep_record(tape, k, R, A, grads):
-    """Run big record k: read its output's gradient, add its inputs' gradients."""
+def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
+    """Run big record k: read its output's gradient, add its inputs' gradients.
+
+    ``keep``: slots whose gradient the caller reads (autograd.grad's inputs);
+    ``needed``: per record, is it on a path to an input (None: all are)."""
     op, go, n, g0, g1, v, ax, x = R[k].tolist()
     if not grads.reached(go):
         return
@@ -195,6 +207,10 @@ def sweep_record(tape, k, R, A, grads):
         return
     if kind == 'take':
         idx = meta.attrs
+        if type(idx) is AxisOrder:
+            gi = np.ascontiguousarray(np.transpose(g, np.argsort(idx)))
+            grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
+            return
         gi = np.bincount(idx, weights=g.ravel(), minlength=x)
         grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
         return
@@ -210,9 +226,35 @@ def sweep_record(tape, k, R, A, grads):
         if g0 >= 0:
             grads.add(g0, a.size, g @ b.T, meta.in_dtypes[0], owned=True)
         if g1 >= 0:
-            grads.add(g1, b.size, a.T @ g, meta.in_dtypes[1], owned=True)
+            src = _transposed_source(tape, R, g1, keep, needed)
+            if src is not None:
+                # b is W.t() of a large W (F.linear's weight): W's gradient
+                # (a.T @ g).T is g.T @ a, which BLAS writes in W's layout; the
+                # transpose record, its output left unreached, does not run
+                grads.add(src[0], b.size, g.T @ a, src[1], owned=True)
+            else:
+                grads.add(g1, b.size, a.T @ g, meta.in_dtypes[1], owned=True)
         return
     _via_kernel(k, R, meta, g, grads)
+
+
+def _transposed_source(tape, R, slot, keep, needed):
+    """(slot, dtype) of W when big slot ``slot`` holds ``W.t()`` and nothing but
+    the sweep reads that slot's gradient (no hook, not an input of
+    autograd.grad), else None."""
+    if slot < BIG_BASE or slot in keep:
+        return None
+    ks = np.flatnonzero(R[:, 1] == slot)
+    if len(ks) != 1:
+        return None
+    kt = int(ks[0])
+    if R[kt, 0] != _T_BIG or R[kt, 3] < 0 or (needed is not None and not needed[kt]) \
+            or (tape.hooks is not None and kt in tape.hooks):
+        return None
+    meta = tape.big[int(R[kt, 5])]
+    if type(meta.attrs) is not AxisOrder or meta.attrs != (1, 0):
+        return None
+    return int(R[kt, 3]), meta.in_dtypes[0]
 
 
 def _via_kernel(k, R, meta, g, grads):

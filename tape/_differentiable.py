@@ -21,7 +21,7 @@ from . import _linalg
 from . import _ops
 from . import _reductions as _red
 from . import _shapes as _shape
-from ._big import BIG as _BIG, BIG_FLAG
+from ._big import BIG as _BIG, BIG_FLAG, AxisOrder
 from ._rules import OP, RULES
 from ._tape import inplace_epoch, resolve
 from ._tensor import Tensor, _leaf, _TNEW
@@ -488,7 +488,11 @@ def _big_as_small(meta, rule, ax):
     if kind == 'mm':          # ax holds m
         return np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])]), None, 0, ax
     if kind in ('take', 'put', 'where'):     # the index map (where: the mask)
-        return None, np.ascontiguousarray(np.ravel(meta.attrs), dtype=np.int64), 0, 0
+        idx = meta.attrs
+        if type(idx) is AxisOrder:          # a transpose keeps its axis order only
+            from ._ops import flat_index
+            idx = np.transpose(flat_index(tuple(meta.in_shapes[0])), idx)
+        return None, np.ascontiguousarray(np.ravel(idx), dtype=np.int64), 0, 0
     if kind in ('cumprod', 'bmm'):      # saves a and b (cumprod: input and output)
         return np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])]), \
             None, 0, ax

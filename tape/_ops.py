@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _dtypes
 from ._rules import OP, RULES
-from ._big import BIG, BIG_FLAG, BigRecord
+from ._big import BIG, BIG_FLAG, AxisOrder, BigRecord
 from ._pool import pool
 from ._tape import shift_slot as _shift_slot
 from ._tape import grad_off as _OFF
@@ -242,10 +242,12 @@ def _record_binary(op, a, b, out):
             g1 = _expand_slot(tape, g1, bd.shape, shape, bd.size, n)
         if sv & 2:
             bd = _spread(bd, shape, n)
+    fo = RULES[op].for_other
     if n >= BIG:
-        for t in (a, b):
-            if t._tape is None and sv & 3:
-                tape.save_box(t)
+        if a._tape is None and sv & 1 and (g1 >= 0 or not fo & 1):
+            tape.save_box(a)
+        if b._tape is None and sv & 2 and (g0 >= 0 or not fo & 2):
+            tape.save_box(b)
         meta = BigRecord.of(_saved_dict(op, ad, bd, out), shape, _float_dtype(out.dtype),
                             [shape, shape], [_float_dtype(ad.dtype), _float_dtype(bd.dtype)])
         return _big_record(tape, op, out, n, g0, g1, meta)
@@ -259,12 +261,12 @@ def _record_binary(op, a, b, out):
         if sv & 1:
             saved.append(ad)
             v += n
-            if a._tape is None:
+            if a._tape is None and (g1 >= 0 or not fo & 1):
                 tape.save_box(a)
         if sv & 2:
             saved.append(bd)
             v += n
-            if b._tape is None:
+            if b._tape is None and (g0 >= 0 or not fo & 2):
                 tape.save_box(b)
         if sv & 4:
             saved.append(out)
@@ -421,6 +423,10 @@ def _binary(name, scalar_name, rscalar_name, npf):
     s_saves_a = sop is not None and 'a' in RULES[sop].saves
     s_saves_out = sop is not None and 'out' in RULES[sop].saves
     b_saves = _SAVES[op]
+    # an operand read only by the other's gradient (a product): its version
+    # matters only when the other requires grad (Rule.for_other)
+    a_for_b = RULES[op].for_other & 1
+    b_for_a = RULES[op].for_other & 2
     uf = _UFUNCS.get(npf)
     # the inline path records the constant in the record and saves nothing else
     slow_const = sop is None or s_saves_a or s_saves_out
@@ -506,7 +512,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
                         if b_saves & 1:
                             saved.append(ad)
                             v += n
-                            if ta is None:          # inline Tape.save_box
+                            if ta is None and (g1 >= 0 or not a_for_b):   # inline save_box
                                 box = a._vbox
                                 if box is None:
                                     box = a._vbox = [0]
@@ -514,7 +520,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
                         if b_saves & 2:
                             saved.append(bd)
                             v += n
-                            if tbb is None:
+                            if tbb is None and (g0 >= 0 or not b_for_a):
                                 box = b._vbox
                                 if box is None:
                                     box = b._vbox = [0]
@@ -1014,10 +1020,15 @@ def flat_index(shape):
     return g
 
 
-def _take_record(a, out, name, key_fn):
-    """Record an op whose output elements are input elements picked by ``key_fn``."""
+def _take_record(a, out, name, key_fn, axes=None):
+    """Record an op whose output elements are input elements picked by ``key_fn``
+    (``axes``: it transposes ``a`` to that axis order)."""
     if a._rg and (not _OFF[0] or grad_mode.enabled):
         d = a._data
+        if axes is not None and d.size >= BIG:
+            # a large transpose (F.linear's weight.t()) keeps its axis order, not
+            # an index map: building one copied an int64 grid of the tensor
+            return _record_struct(OP[name], a, out, x=d.size, big_attrs=AxisOrder(axes))
         idx = np.ascontiguousarray(key_fn(flat_index(d.shape)), dtype=_I64).ravel()
         return _record_struct(OP[name], a, out, x=d.size, attrs=idx)
     return _leaf(out)
@@ -1031,7 +1042,7 @@ def t(a):
         res = _view_record(a, d, 't_vector') if a._rg and (not _OFF[0] or grad_mode.enabled) \
             else _leaf(d)
         return _as_view(res, a, _same)
-    return _as_view(_take_record(a, d.T, 't', _transposed), a, _transposed)
+    return _as_view(_take_record(a, d.T, 't', _transposed, (1, 0)), a, _transposed)
 
 
 def _same(m):
@@ -1053,7 +1064,9 @@ def transpose(a, dim0, dim1):
 
     def swap(m):
         return np.swapaxes(m, i, j)
-    return _as_view(_take_record(a, swap(d), 'transpose', swap), a, swap)
+    order = list(range(d.ndim))
+    order[i], order[j] = j, i
+    return _as_view(_take_record(a, swap(d), 'transpose', swap, order), a, swap)
 
 
 def permute(a, *dims):
@@ -1069,7 +1082,7 @@ def permute(a, *dims):
 
     def perm(m):
         return np.transpose(m, dims)
-    return _as_view(_take_record(a, perm(d), 'permute', perm), a, perm)
+    return _as_view(_take_record(a, perm(d), 'permute', perm, dims), a, perm)
 
 
 def _unwrap_key(key):
@@ -1214,8 +1227,8 @@ def mm(a, b):
     nb = k * sb[1]
     if n >= BIG or na >= BIG or nb >= BIG:
         r = _record_struct(_OP_MM, a, out, x=k, saved=(ad, bd), b=b, ax=m)
-        for x in (a, b):
-            if x._tape is None:
+        for x, other in ((a, b), (b, a)):
+            if x._tape is None and other._rg:   # (read only for the other's gradient)
                 r._tape.save_box(x, r._rec)
         return r
     # inline: the small products of a training step (m and k ride in the
@@ -1230,8 +1243,8 @@ def mm(a, b):
     saved.append(ad)
     saved.append(bd)
     tape.vpos = v + na + nb
-    for x in (a, b):
-        if x._tape is None:             # inline Tape.save_box
+    for x, gother in ((a, g1), (b, g0)):
+        if x._tape is None and gother >= 0:     # inline save_box, read for the other's grad
             box = x._vbox
             if box is None:
                 box = x._vbox = [0]

@@ -72,7 +72,7 @@ CONST_NAMES = ('c', 'd')   # stored in record fields 7 and 6
 class Rule:
     """One primitive: opcode, node name, kind, and (for elementwise) formulas."""
     __slots__ = ('op', 'name', 'node', 'kind', 'inputs', 'consts', 'vjps',
-                 'saves', 'saves_consts', 'fwd', 'frees')
+                 'saves', 'saves_consts', 'fwd', 'frees', 'for_other')
 
     def __init__(self, name, node, kind, inputs=(), consts=(), vjps=(), fwd=None, frees=False):
         self.name = name
@@ -89,6 +89,10 @@ class Rule:
         self.op = -1
         self.saves = ()
         self.saves_consts = ()
+        # bit 0: the saved ``a`` is read only by b's gradient, bit 1: ``b`` only
+        # by a's (a product): PyTorch saves such an operand only when the other
+        # needs a gradient, so only then does an in-place change of it matter
+        self.for_other = 3 if kind in ('mm', 'bmm') else 0
 
     def __repr__(self):
         return f'Rule({self.name!r}, op={self.op}, node={self.node!r})'
@@ -128,6 +132,11 @@ def _check(rule):
                              f'{sorted(unknown)}; it may use {sorted(allowed)}')
         used |= names
     rule.saves = tuple(n for n in SAVED_ORDER if n in used)
+    if len(rule.inputs) == 2 and None not in rule.vjps:
+        reads = [_names_in(f, rule.name) for f in rule.vjps]
+        a, b = rule.inputs
+        rule.for_other = ((a not in reads[0] and a in reads[1])
+                          | (b not in reads[1] and b in reads[0]) << 1)
     rule.saves_consts = rule.consts   # constants are always stored (one float each)
     if rule.fwd is not None:
         allowed = set(rule.inputs) | set(rule.consts)

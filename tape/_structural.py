@@ -82,7 +82,7 @@ def record_bmm(a, b, out):
     r = _record_struct(OP['bmm'], a, out, x=(k << 32) | n, ax=m,
                        saved=(a._data, b._data), b=b)
     tape = r._tape
-    for x in (a, b):
-        if x._tape is None:
+    for x, other in ((a, b), (b, a)):
+        if x._tape is None and other._rg:   # read only for the other's gradient
             tape.save_box(x, r._rec)
     return r

@@ -228,7 +228,7 @@ def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=Fa
     if op & BIG_FLAG:
         if RULES[op & ~BIG_FLAG].kind == 'elementwise':
             return sweep_chain(tape, k, R, grads, stop, keep, needed)
-        sweep_record(tape, k, R, A, grads)
+        sweep_record(tape, k, R, A, grads, keep, needed)
         return k
     rule = RULES[R[k, 0]]
     if rule.kind == 'mm':

@@ -233,7 +233,11 @@ class Tape:
         for f in (1, 3, 4):
             vals = R[:, f]
             j = np.minimum(np.searchsorted(slots, vals), len(slots) - 1)
-            hit |= _SAVED_AT[f][ops] & (slots[j] == vals) & (order < last_at[j])
+            saved = _SAVED_AT[f][ops]
+            if f != 1:      # an operand read only for the other's gradient, if it has none
+                saved = saved & ~((FOR_OTHER[ops] & (1 if f == 3 else 2) != 0)
+                                  & (R[:, 7 - f] < 0))
+            hit |= saved & (slots[j] == vals) & (order < last_at[j])
         hit &= np.asarray(used[:len(R)], bool)
         if hit.any():
             k = int(np.argmax(hit))
@@ -372,6 +376,9 @@ def _saved_at(field):
 
 
 _SAVED_AT = {f: _saved_at(f) for f in (1, 3, 4)}
+# per opcode, Rule.for_other: a saved input read only by the other input's
+# gradient, which a record whose other input needs none does not read
+FOR_OTHER = np.array([r.for_other for r in RULES], np.int64)
 
 # per opcode: does the record die after a backward without retain_graph?  Its
 # backward reads saved values, or PyTorch's node saves what the record keeps

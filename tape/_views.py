@@ -255,15 +255,21 @@ class _SavedMemory:
         for i, row in enumerate(R.tolist()):
             k = self.nrec + i
             op = row[0]
+            # an operand read only by the other's gradient, when the other has
+            # none, is not read: its memory does not count (Rule.for_other)
+            fo = RULES[op & ~BIG_FLAG].for_other
+            unread = ('a' if fo & 1 and row[4] < 0 else '') + ('b' if fo & 2 and row[3] < 0
+                                                               else '')
             if op & BIG_FLAG:           # a large record keeps its arrays itself
                 if row[5] < len(tape.big):
-                    for arr in tape.big[row[5]].saved.values():
-                        self._add(arr, k)
+                    for name, arr in tape.big[row[5]].saved.items():
+                        if name not in unread:
+                            self._add(arr, k)
                 continue
             rule = RULES[op]
             fields = KIND_FIELDS[rule.kind]
             if fields[0] and fields[2] and (rule.kind != 'elementwise' or rule.saves):
-                self.starts.append((row[5], k))
+                self.starts.append((row[5], k, _unread_parts(rule, row, unread)))
         self.nrec = tape.n
         # small records' saved arrays are appended in record order, each record's
         # from its V offset (field 5) on
@@ -271,7 +277,7 @@ class _SavedMemory:
         for arr in tape.saved[self.nsaved:]:
             while j + 1 < len(self.starts) and self.starts[j + 1][0] <= self.off:
                 j += 1
-            if j >= 0:
+            if j >= 0 and self.off not in self.starts[j][2]:
                 self._add(arr, self.starts[j][1])
             self.off += int(np.size(arr))
         self.nsaved = len(tape.saved)
@@ -314,6 +320,23 @@ class _SavedMemory:
 
 
 _SCANS = weakref.WeakKeyDictionary()
+
+
+def _unread_parts(rule, row, unread):
+    """V offsets of a small record's saved operands named in ``unread``."""
+    if not unread:
+        return ()
+    v, n = row[5], row[2]
+    if rule.kind == 'elementwise':
+        at = {'a': v, 'b': v + n if 'a' in rule.saves else v}
+    elif rule.kind == 'mm':             # a is m x k (m in field 6, k in 7)
+        at = {'a': v, 'b': v + row[6] * row[7]}
+    elif rule.kind == 'bmm':            # batch x m x k, k in the high half of x
+        m, kk, nn = row[6], row[7] >> 32, row[7] & 0xFFFFFFFF
+        at = {'a': v, 'b': v + (n // (m * nn) if m * nn else 0) * m * kk}
+    else:
+        return ()
+    return {at[name] for name in unread}
 
 
 def _mark_saved_overlaps(tape, memory):

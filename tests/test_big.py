@@ -320,3 +320,80 @@ def test_big_mixed_dtypes_match_torch():
         assert x.grad.dtype == tape.float32 and y.grad.dtype == tape.float64
         np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+# --------------------------------------- large transposes (F.linear's weight.t())
+_TRANSPOSES = {   # name: (shape, op, the axis order it gives)
+    't': ((300, 200), lambda x: x.t(), (1, 0)),
+    'transpose': ((20, 30, 40), lambda x: x.transpose(0, 2), (2, 1, 0)),
+    'transpose_neg': ((20, 30, 40), lambda x: x.transpose(-1, 1), (0, 2, 1)),
+    'permute': ((20, 30, 40), lambda x: x.permute(1, 2, 0), (1, 2, 0)),
+}
+
+
+@pytest.mark.parametrize('name', list(_TRANSPOSES))
+def test_large_transpose_gradients_match_torch_to_second_order(name):
+    torch = pytest.importorskip('torch')
+    shape, f, order = _TRANSPOSES[name]
+    xn = np.random.default_rng(3).standard_normal(shape)
+    wn = np.random.default_rng(4).standard_normal(np.transpose(xn, order).shape)
+    out = {}
+    for lib in (torch, tape):
+        x = lib.tensor(xn, requires_grad=True)
+        loss = (lib.tanh(f(x)) * lib.tensor(wn)).sum()
+        g, = lib.autograd.grad(loss, x, create_graph=True)
+        (g * g).sum().backward()
+        out[lib.__name__] = (g.detach().numpy(), x.grad.numpy())
+    for a, b in zip(out['torch'], out['tape']):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+
+
+def test_a_large_transpose_keeps_its_axis_order_not_an_index_map():
+    from tape._big import AxisOrder
+    x = tape.randn(300, 200, requires_grad=True)
+    y = x.t()
+    assert [type(m.attrs) for m in y._tape.big] == [AxisOrder]
+
+
+def _linear_case(hook):
+    """x @ W.t() with W large, as F.linear computes: W's gradient is written in
+    W's layout unless something reads W.t()'s own gradient."""
+    rng = np.random.default_rng(5)
+    W = tape.tensor(rng.standard_normal((256, 100)), requires_grad=True)
+    x = tape.tensor(rng.standard_normal((8, 100)))
+    Wt = W.t()
+    seen = []
+    if hook == 'hook':
+        Wt.register_hook(lambda g: seen.append(g.numpy().copy()))
+    elif hook == 'retain':
+        Wt.retain_grad()
+    loss = (tape.tanh(x @ Wt) ** 2).sum() + (Wt * 0.5).sum()
+    return W, x, Wt, loss, seen
+
+
+@pytest.mark.parametrize('hook', ['none', 'hook', 'retain', 'grad_wrt_Wt'])
+def test_the_weight_gradient_through_a_transposed_matmul(hook):
+    W, x, Wt, loss, seen = _linear_case(hook)
+    Wn, xn = W.detach().numpy(), x.numpy()
+    h = np.tanh(xn @ Wn.T)
+    dWt = xn.T @ (2 * h * (1 - h * h)) + 0.5        # d loss / d W.t()
+    if hook == 'grad_wrt_Wt':
+        gWt, gW = tape.autograd.grad(loss, [Wt, W])
+        np.testing.assert_allclose(gWt.numpy(), dWt, rtol=1e-10)
+        np.testing.assert_allclose(gW.numpy(), dWt.T, rtol=1e-10)
+        return
+    loss.backward()
+    np.testing.assert_allclose(W.grad.numpy(), dWt.T, rtol=1e-10)
+    if hook == 'hook':       # the hook saw the whole gradient of W.t(), mm's part too
+        np.testing.assert_allclose(seen[0], dWt, rtol=1e-10)
+    if hook == 'retain':
+        np.testing.assert_allclose(Wt.grad.numpy(), dWt, rtol=1e-10)
+
+
+def test_a_transposed_matmul_in_a_backward_toward_another_input():
+    # backward(inputs=[b]): W's transposed product must not reach W.grad
+    W = tape.randn(256, 100, dtype=tape.float64, requires_grad=True)
+    b = tape.randn(256, dtype=tape.float64, requires_grad=True)
+    x = tape.randn(8, 100, dtype=tape.float64)
+    (x @ W.t() + b).tanh().sum().backward(inputs=[b])
+    assert W.grad is None and b.grad is not None

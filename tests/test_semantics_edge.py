@@ -462,3 +462,42 @@ def test_a_tensor_subclass_on_either_side_of_a_binary_op():
         assert y.grad_fn is not None
     (x * s).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 3.0, 4.0])
+
+
+_PRODUCTS = {
+    # name: loss of w (2x3, requires grad) and constants, as built after the change
+    'mm_const_left': lambda L, w: (L.ones(4, 3, dtype=L.float64) @ w.t()).sum(),
+    'mm_grad_left': lambda L, w: (L.ones(4, 3, dtype=L.float64, requires_grad=True)
+                                  @ w.t()).sum(),
+    'mm_big': lambda L, w: (L.ones(9000, 3, dtype=L.float64) @ w.t()).sum(),
+    'mul_const': lambda L, w: (w * L.full((2, 3), 2.0, dtype=L.float64)).sum(),
+    'mul_grad': lambda L, w: (w * L.full((2, 3), 2.0, dtype=L.float64,
+                                         requires_grad=True)).sum(),
+    'mul_big': lambda L, w: (w.repeat(100, 100) * L.full((200, 300), 2.0,
+                                                      dtype=L.float64)).sum(),
+    'div_by_w': lambda L, w: (L.ones(2, 3, dtype=L.float64) / w).sum(),
+    'w_div': lambda L, w: (w / L.full((2, 3), 2.0, dtype=L.float64)).sum(),
+    'bmm': lambda L, w: (L.ones(5, 4, 2, dtype=L.float64)
+                         @ w.expand(5, 2, 3)).sum(),
+}
+
+
+@pytest.mark.parametrize('name', list(_PRODUCTS))
+@pytest.mark.parametrize('change', ['leaf', 'view'])
+def test_an_operand_read_only_for_the_others_gradient_may_change(name, change):
+    # PyTorch saves a product's operand only when the other needs a gradient:
+    # changing w in place after x @ w.t() (x constant) leaves backward valid
+    torch = pytest.importorskip('torch')
+    outcome = {}
+    for L in (torch, tape):
+        w = L.tensor(np.arange(1.0, 7.0).reshape(2, 3), requires_grad=True)
+        loss = _PRODUCTS[name](L, w)
+        with L.no_grad():
+            (w if change == 'leaf' else w[0]).add_(1.0)
+        try:
+            loss.backward()
+            outcome[L.__name__] = w.grad.numpy().tolist()
+        except RuntimeError as e:
+            assert 'modified by an inplace operation' in str(e)
+            outcome[L.__name__] = 'raised'
+    assert outcome['tape'] == outcome['torch']

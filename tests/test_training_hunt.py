@@ -636,8 +636,6 @@ def prog_error_paths(s):
         s.log.append(('stale', 'no error'))
 
 
-@pytest.mark.xfail(strict=True, reason='core: mm records a version check on both operands, '
-                   'also on the weight when only the weight requires grad (tape/_ops.py mm)')
 def test_backward_after_step_when_the_weight_was_not_saved():
     # loss.backward(retain_graph=True); opt.step(); loss.backward(): PyTorch's
     # MmBackward saves the weight only when the input needs a gradient, so with a
