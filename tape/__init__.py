@@ -839,3 +839,25 @@ Tensor.matrix_power = linalg.matrix_power
 linalg.cross = _cp._linalg_cross
 from . import special  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
+
+
+def _module_inplace(name):
+    method = getattr(Tensor, name)
+
+    def f(input, *args, **kwargs):  # noqa: A002
+        return method(input, *args, **kwargs)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f'``tape.{name}(t, ...)``: ``t.{name}(...)``, as PyTorch\'s module-level in-place op.'
+    return f
+
+
+# torch.sin_(t) and the other module-level in-place ops: the Tensor methods
+for _name in ('abs_', 'acos_', 'addmv_', 'arccos_', 'arcsin_', 'arctan_', 'asin_', 'atan_',
+              'ceil_', 'clamp_', 'clamp_max_', 'clamp_min_', 'clip_', 'cos_', 'cosh_', 'detach_',
+              'erf_', 'exp2_', 'exp_', 'expm1_', 'fill_', 'floor_', 'frac_', 'log10_', 'log1p_',
+              'log2_', 'log_', 'logit_', 'nan_to_num_', 'neg_', 'negative_', 'reciprocal_',
+              'relu_', 'round_', 'rsqrt_', 'sigmoid_', 'sin_', 'sinh_', 'sqrt_', 'square_',
+              'tan_', 'tanh_', 'trunc_', 'xlogy_', 'zero_'):
+    if hasattr(Tensor, _name) and _name not in globals():
+        globals()[_name] = _module_inplace(_name)
+del _name

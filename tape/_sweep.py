@@ -570,11 +570,16 @@ def _deliver(leaf, s, store):
     g = store.get(s, leaf._data.size)
     if g is None:
         return
+    _deliver_value(leaf, g, owned=s >= BIG_BASE)
+
+
+def _deliver_value(leaf, g, owned=False):
+    """Accumulate gradient array ``g`` into ``leaf.grad`` through its hooks."""
     if leaf._extra is not None and leaf._extra.get('hooks'):
         g = _leaf_hooks(leaf, g)
         if g is None:
             return
-    _accumulate(leaf, g, owned=s >= BIG_BASE)
+    _accumulate(leaf, g, owned=owned)
     if leaf._extra is not None and 'post_accumulate' in leaf._extra:
         from ._hooks import run_post_accumulate_hooks
         run_post_accumulate_hooks(leaf)
@@ -612,17 +617,30 @@ def _accumulate(leaf, g, owned=False):
 
 
 def _leaf_only(roots, grads, inputs, accumulate):
-    grads = [np.full(r._data.shape, g) if type(g) is float else g for r, g in zip(roots, grads)]
+    """backward or grad where every root is a leaf: its gradient is its seed (a
+    root given twice, the sum), through the leaf's hooks as in PyTorch, where
+    the leaf's AccumulateGrad (backward) or its tensor hooks (grad) see it."""
+    totals = {}
     for r, g in zip(roots, grads):
-        if accumulate and r._rg:
-            _accumulate(r, g)
+        g = np.full(r._data.shape, g) if type(g) is float else np.asarray(g)
+        prev = totals.get(id(r))
+        totals[id(r)] = (r, g if prev is None else prev[1] + g)
+    if accumulate:
+        for r, g in totals.values():
+            if r._rg:
+                _deliver_value(r, np.ravel(g))
     if inputs is None:
         return None
     out = []
     for x in inputs:
-        tot = None
-        for r, g in zip(roots, grads):
-            if r is x:
-                tot = g.copy() if tot is None else tot + g
-        out.append(None if tot is None else tot.reshape(x._data.shape).astype(x._data.dtype))
+        got = totals.get(id(x))
+        if got is None:
+            out.append(None)
+            continue
+        d = x._data
+        g = np.reshape(got[1], d.shape).astype(d.dtype)
+        if x._extra is not None and x._extra.get('hooks'):
+            from ._hooks import run_leaf_hooks
+            g = run_leaf_hooks(x, _leaf(g), tensor_hooks_only=True)._data
+        out.append(g)
     return out

@@ -498,3 +498,18 @@ def test_reshape_views_where_it_can_and_copies_where_it_must():
     assert flat.tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
     (flat * tape.arange(6.0)).sum().backward()
     assert x.grad.tolist() == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]
+
+
+def test_module_level_inplace_ops_are_the_tensor_methods():
+    torch = pytest.importorskip('torch')
+    names = [n for n in dir(torch) if n.endswith('_') and not n.startswith('_')
+             and hasattr(tape.Tensor, n) and callable(getattr(torch, n))]
+    assert {'sin_', 'exp_', 'clamp_', 'zero_', 'fill_'} <= set(names)
+    for name in names:
+        assert callable(getattr(tape, name, None)), name
+    for name, args in (('sin_', ()), ('clamp_', (0.2, 0.6)), ('fill_', (3.0,)),
+                       ('sqrt_', ()), ('zero_', ())):
+        a, b = tape.tensor([0.1, 0.5, 0.9]), torch.tensor([0.1, 0.5, 0.9])
+        assert getattr(tape, name)(a, *args) is a
+        getattr(torch, name)(b, *args)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)

@@ -373,8 +373,6 @@ def fundamentals_of_autograd(lib, log):
     log('vjp', lib.autograd.functional.vjp(do_some_doubling, inputs, v=my_gradients))
 
 
-@pytest.mark.xfail(strict=True, reason='tape has no module-level in-place ops (torch.sin_); '
-                   'they belong in tape/__init__.py, which this hunt may not edit')
 def test_fundamentals_of_autograd():
     side_by_side(fundamentals_of_autograd)
 
@@ -1106,7 +1104,5 @@ def register_hook_docstring(lib, log):
     log('grad of a leaf toward itself', lib.autograd.grad(w, w, lib.tensor([1., 2., 3.])))
 
 
-@pytest.mark.xfail(strict=True, reason='a leaf that is itself the root of backward/grad skips its '
-                   'hooks: tape/_sweep.py _leaf_only accumulates the seed without run_leaf_hooks')
 def test_register_hook_docstring():
     side_by_side(register_hook_docstring)
