@@ -192,6 +192,26 @@ def w2_build(lib, d):
     return step, lambda: [_np(p.grad) for p in params]
 
 
+def w2m_build(lib, d):
+    """W2 written with the module and optimizer APIs: nn.Linear stores its weight as
+    (out, in) and computes x @ W.t() + b; optim.SGD updates the parameters."""
+    X, Y = _T(lib, d['w2_X']), _T(lib, d['w2_Y'])
+    lin1, lin2 = lib.nn.Linear(784, 256), lib.nn.Linear(256, 10)
+    with lib.no_grad():        # the same initial values as W2 (the weights transposed)
+        for lin, w, b in ((lin1, 'w2_W1', 'w2_b1'), (lin2, 'w2_W2', 'w2_b2')):
+            lin.weight.copy_(_T(lib, np.ascontiguousarray(d[w].T)))
+            lin.bias.copy_(_T(lib, d[b]))
+    model = lib.nn.Sequential(lin1, lib.nn.Tanh(), lin2)
+    opt = lib.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = lib.nn.MSELoss()
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(X), Y).backward()
+        opt.step()
+    return step, lambda: [_np(p.grad) for p in model.parameters()]
+
+
 def _w3_forward(lib, x):
     return (x ** 2 * lib.exp(x)).sum()
 
@@ -550,6 +570,7 @@ WORKLOADS = [
     ('W1', 'W1j the W1 chain under tape.jit (torch eager)', w1j_build, None, 'f64', {}),
     ('W2', 'W2 MLP step 64x784-256-10 f32 + SGD', w2_build, None, 'f32',
      {'jax': jax_w2, 'autograd': hips_w2}),
+    ('W2', 'W2m the W2 MLP with nn.Linear + optim.SGD', w2m_build, None, 'f32', {}),
     ('W3', 'W3 (x**2*exp(x)).sum() fwd+bwd, 4M f64', w3_build, None, 'f64',
      {'jax': jax_w3, 'autograd': hips_w3}),
     ('W4', 'W4 seed linear regression, per iteration', w4_build, w4_check, 'f32', {}),
