@@ -5,3 +5,4 @@ from . import init, utils  # noqa: F401
 from . import modules  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import RemovableHandle  # noqa: F401
+from ._conv_modules import *  # noqa: F401,F403

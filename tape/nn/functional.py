@@ -1563,3 +1563,10 @@ def bilinear(input1, input2, weight, bias=None):
     if bias is not None:
         out = _ops.add(out, _t(bias, input1))
     return out
+
+
+# convolution and pooling live in their own module; exported here as torch.nn.functional does
+from ._conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: E402
+                    max_pool1d, max_pool2d)
+__all__ += ['conv1d', 'conv2d', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
+            'adaptive_avg_pool2d']

@@ -1,0 +1,588 @@
+"""Convolution and pooling, as in ``torch.nn.functional``.
+
+Every op here is built from three linear maps that are custom
+``tape.autograd.Function``s computing in NumPy:
+
+- ``_Conv``: ``y = conv(x, w)``, im2col with stride tricks and one matmul per group;
+- ``_ConvInputGrad``: ``x -> conv^T(gy, w)``, col2im (a transposed convolution);
+- ``_ConvWeightGrad``: ``w -> corr(x, gy)``.
+
+All three are the partial derivatives of one bilinear form ``<conv(x, w), gy>``,
+so each one's backward is written with the other two (and itself), and a
+gradient of a gradient is again one of them: convolutions are differentiable to
+any order.  Max pooling picks its argmax in NumPy and then is a gather
+(``_PoolGather``) whose backward is a scatter-add (``_PoolScatter``) and vice
+versa; average pooling is a depthwise convolution with a ones kernel divided by
+PyTorch's divisor; adaptive average pooling is two small averaging matrices
+applied with ``matmul``.  1-d ops are the 2-d ones over a height of 1.
+
+>>> import tape
+>>> import tape.nn.functional as F
+>>> x = tape.arange(16.).reshape(1, 1, 4, 4)
+>>> F.conv2d(x, tape.ones(1, 1, 2, 2), stride=2)
+tensor([[[[10., 18.],
+          [42., 50.]]]])
+>>> F.max_pool2d(x, 2)
+tensor([[[[ 5.,  7.],
+          [13., 15.]]]])
+"""
+from collections import namedtuple as _namedtuple
+
+import numpy as np
+
+from .._tensor import Tensor, _leaf
+from ..autograd.function import Function
+
+__all__ = ['conv1d', 'conv2d', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
+           'adaptive_avg_pool2d']
+
+# stride (sh, sw); pads ((top, bottom), (left, right)); dilation (dh, dw); groups
+_Geom = _namedtuple('_Geom', ['stride', 'pads', 'dilation', 'groups'])
+
+
+def _tuple(v, n, name):
+    if isinstance(v, (list, tuple)):
+        if len(v) == 1 and n > 1:
+            v = tuple(v) * n
+        if len(v) != n:
+            raise RuntimeError(f'expected {name} to be a single integer value or a list of {n} '
+                               f'values to match the convolution dimensions, but got '
+                               f'{name}={list(v)}')
+        return tuple(int(x) for x in v)
+    return (int(v),) * n
+
+
+def _arr(t):
+    return np.asarray(t._data)
+
+
+def _out_len(n, pad_lo, pad_hi, k, s, d):
+    return (n + pad_lo + pad_hi - d * (k - 1) - 1) // s + 1
+
+
+def _windows(xp, kh, kw, oh, ow, geom, kernel_first):
+    """A strided view of the padded input ``xp`` (N, C, Hp, Wp): (N, C, kh, kw, OH, OW)
+    when ``kernel_first``, else (N, C, OH, OW, kh, kw).  No copy."""
+    sn, sc, sh_, sw_ = xp.strides
+    (sh, sw), (dh, dw) = geom.stride, geom.dilation
+    kern = ((kh, kw), (sh_ * dh, sw_ * dw))
+    outp = ((oh, ow), (sh_ * sh, sw_ * sw))
+    first, second = (kern, outp) if kernel_first else (outp, kern)
+    return np.lib.stride_tricks.as_strided(
+        xp, shape=xp.shape[:2] + first[0] + second[0],
+        strides=(sn, sc) + first[1] + second[1], writeable=False)
+
+
+def _pad(x, pads, value=0):
+    (pt, pb), (pl, pr) = pads
+    if pt == pb == pl == pr == 0:
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
+
+
+def _im2col(x, kh, kw, geom):
+    """(G, Cg*kh*kw, N*OH*OW): every group's columns side by side over the batch, so
+    the convolution is one (Og, Cg*kh*kw) @ (Cg*kh*kw, N*OH*OW) product per group."""
+    n, c, h, w = x.shape
+    (pt, pb), (pl, pr) = geom.pads
+    oh = _out_len(h, pt, pb, kh, geom.stride[0], geom.dilation[0])
+    ow = _out_len(w, pl, pr, kw, geom.stride[1], geom.dilation[1])
+    win = _windows(_pad(x, geom.pads), kh, kw, oh, ow, geom, kernel_first=True)
+    cols = win.transpose(1, 2, 3, 0, 4, 5).reshape(geom.groups, -1, n * oh * ow)
+    return cols, oh, ow
+
+
+def _group_matmul(a, b):
+    """a[g] @ b[g] for every group, one 2-d product each: NumPy's stacked matmul
+    leaves BLAS for a transposed operand (100x slower here)."""
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.result_type(a, b))
+    for g in range(a.shape[0]):
+        np.matmul(a[g], b[g], out=out[g])
+    return out
+
+
+def _conv_np(x, w, geom):
+    n = x.shape[0]
+    cout, _, kh, kw = w.shape
+    g = geom.groups
+    cols, oh, ow = _im2col(x, kh, kw, geom)
+    y = _group_matmul(w.reshape(g, cout // g, -1), cols)            # (G, Og, N*L)
+    y = y.reshape(cout, n, oh, ow).transpose(1, 0, 2, 3)
+    return np.ascontiguousarray(y)
+
+
+def _grouped_grad(gy, g):
+    """gy (N, Cout, OH, OW) as (G, Og, N*OH*OW), the layout of ``_im2col``'s columns."""
+    n, cout, oh, ow = gy.shape
+    return gy.transpose(1, 0, 2, 3).reshape(g, cout // g, n * oh * ow)
+
+
+def _conv_input_grad_np(gy, w, geom, in_hw):
+    """col2im: scatter-add every kernel position's columns back to the input."""
+    g = geom.groups
+    n, cout, oh, ow = gy.shape
+    _, cg, kh, kw = w.shape
+    h, wd = in_hw
+    (pt, pb), (pl, pr) = geom.pads
+    (sh, sw), (dh, dw) = geom.stride, geom.dilation
+    wg = w.reshape(g, cout // g, -1).transpose(0, 2, 1)         # (G, Cg*kh*kw, Og)
+    dcols = _group_matmul(wg, _grouped_grad(gy, g))                 # (G, Cg*kh*kw, N*L)
+    dcols = dcols.reshape(g * cg, kh, kw, n, oh, ow)
+    gxp = np.zeros((g * cg, n, h + pt + pb, wd + pl + pr), dtype=dcols.dtype)
+    for i in range(kh):         # a loop over kernel positions, not over pixels
+        for j in range(kw):
+            gxp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                j * dw:j * dw + sw * (ow - 1) + 1:sw] += dcols[:, i, j]
+    gx = gxp[:, :, pt:pt + h, pl:pl + wd].transpose(1, 0, 2, 3)
+    return np.ascontiguousarray(gx)
+
+
+def _conv_weight_grad_np(x, gy, geom, w_shape):
+    cout, cg, kh, kw = w_shape
+    cols, _, _ = _im2col(x, kh, kw, geom)
+    gw = _group_matmul(_grouped_grad(gy, geom.groups), cols.transpose(0, 2, 1))
+    return np.ascontiguousarray(gw.reshape(w_shape))
+
+
+class _Conv(Function):
+    """y = conv(x, w) (no bias: it is added with tape ops)."""
+    @staticmethod
+    def forward(ctx, x, w, geom):
+        ctx.geom = geom
+        ctx.save_for_backward(x, w)
+        return _leaf(_conv_np(_arr(x), _arr(w), geom))
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        gx = gw = None
+        if ctx.needs_input_grad[0]:
+            gx = _ConvInputGrad.apply(gy, w, ctx.geom, tuple(x.shape[2:]))
+        if ctx.needs_input_grad[1]:
+            gw = _ConvWeightGrad.apply(x, gy, ctx.geom, tuple(w.shape))
+        return gx, gw, None
+
+
+class _ConvInputGrad(Function):
+    """gx = conv^T(gy, w), the transposed convolution; linear in gy and in w."""
+    @staticmethod
+    def forward(ctx, gy, w, geom, in_hw):
+        ctx.geom = geom
+        ctx.save_for_backward(gy, w)
+        return _leaf(_conv_input_grad_np(_arr(gy), _arr(w), geom, in_hw))
+
+    @staticmethod
+    def backward(ctx, ggx):
+        # <conv^T(gy, w), ggx> = <gy, conv(ggx, w)>
+        gy, w = ctx.saved_tensors
+        dgy = dw = None
+        if ctx.needs_input_grad[0]:
+            dgy = _Conv.apply(ggx, w, ctx.geom)
+        if ctx.needs_input_grad[1]:
+            dw = _ConvWeightGrad.apply(ggx, gy, ctx.geom, tuple(w.shape))
+        return dgy, dw, None, None
+
+
+class _ConvWeightGrad(Function):
+    """gw = corr(x, gy); linear in x and in gy."""
+    @staticmethod
+    def forward(ctx, x, gy, geom, w_shape):
+        ctx.geom = geom
+        ctx.save_for_backward(x, gy)
+        return _leaf(_conv_weight_grad_np(_arr(x), _arr(gy), geom, w_shape))
+
+    @staticmethod
+    def backward(ctx, ggw):
+        # <corr(x, gy), ggw> = <conv(x, ggw), gy> = <x, conv^T(gy, ggw)>
+        x, gy = ctx.saved_tensors
+        dx = dgy = None
+        if ctx.needs_input_grad[0]:
+            dx = _ConvInputGrad.apply(gy, ggw, ctx.geom, tuple(x.shape[2:]))
+        if ctx.needs_input_grad[1]:
+            dgy = _Conv.apply(x, ggw, ctx.geom)
+        return dx, dgy, None, None
+
+
+# -- argument handling ---------------------------------------------------------------------
+def _check_tensor(t, name, opname):
+    if not isinstance(t, Tensor):
+        raise TypeError(f'{opname}(): argument \'{name}\' must be Tensor, not '
+                        f'{type(t).__name__}')
+    if _arr(t).dtype.kind != 'f':
+        raise RuntimeError(f'{opname}: expected a floating point {name}, got {_arr(t).dtype}')
+
+
+def _batched(x, spatial, opname):
+    """(x with a batch dim, whether one was added): PyTorch takes unbatched inputs too."""
+    nd = x.dim()
+    if nd == spatial + 1:
+        return x.unsqueeze(0), True
+    if nd == spatial + 2:
+        return x, False
+    raise RuntimeError(f'{opname}: Expected {spatial + 1}D (unbatched) or {spatial + 2}D '
+                       f'(batched) input, but got input of size: {list(x.shape)}')
+
+
+def _conv_pads(padding, k, d, n, opname, stride):
+    """((lo, hi), ...) per spatial dim from an int, a tuple, 'same' or 'valid'."""
+    if isinstance(padding, str):
+        if padding == 'valid':
+            return tuple((0, 0) for _ in range(n))
+        if padding == 'same':
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            # PyTorch puts the odd pixel of an even total on the high side
+            return tuple((d[i] * (k[i] - 1) // 2, d[i] * (k[i] - 1) - d[i] * (k[i] - 1) // 2)
+                         for i in range(n))
+        raise ValueError(f"Invalid padding string '{padding}', should be one of "
+                         "{'valid', 'same'}")
+    p = _tuple(padding, n, 'padding')
+    if any(v < 0 for v in p):
+        raise RuntimeError(f'{opname}: negative padding is not supported')
+    return tuple((v, v) for v in p)
+
+
+def _convnd(input, weight, bias, stride, padding, dilation, groups, spatial):  # noqa: A002
+    opname = f'conv{spatial}d'
+    _check_tensor(input, 'input', opname)
+    _check_tensor(weight, 'weight', opname)
+    x, unbatched = _batched(input, spatial, opname)
+    if weight.dim() != spatial + 2:
+        raise RuntimeError(f'{opname}: Expected {spatial + 2}-dimensional weight for '
+                           f'{spatial + 2}-dimensional input {list(x.shape)}, but got '
+                           f'{weight.dim()}-dimensional weight of size {list(weight.shape)}')
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != x.dtype):
+        raise RuntimeError(f'{opname}: expected input, weight and bias to have the same dtype, '
+                           f'but got input {x.dtype}, weight {weight.dtype}'
+                           + ('' if bias is None else f', bias {bias.dtype}'))
+    groups = int(groups)
+    cin, cout, cg = x.shape[1], weight.shape[0], weight.shape[1]
+    if groups <= 0:
+        raise RuntimeError('non-positive groups is not supported')
+    if cout % groups:
+        raise RuntimeError(f'Given groups={groups}, expected weight to be divisible by {groups} '
+                           f'at dimension 0, but got weight of size {list(weight.shape)} instead')
+    if cg * groups != cin:
+        raise RuntimeError(f'Given groups={groups}, weight of size {list(weight.shape)}, '
+                           f'expected input{list(x.shape)} to have {cg * groups} channels, but '
+                           f'got {cin} channels instead')
+    if bias is not None and tuple(bias.shape) != (cout,):
+        raise RuntimeError(f'Given weight of size {list(weight.shape)}, expected bias to be '
+                           f'1-dimensional with {cout} elements, but got bias of size '
+                           f'{list(bias.shape)} instead')
+    s = _tuple(stride, spatial, 'stride')
+    d = _tuple(dilation, spatial, 'dilation')
+    if any(v <= 0 for v in s):
+        raise RuntimeError(f'{opname}: non-positive stride is not supported')
+    if any(v <= 0 for v in d):
+        raise RuntimeError(f'{opname}: dilation should be greater than zero')
+    k = tuple(weight.shape[2:])
+    pads = _conv_pads(padding, k, d, spatial, opname, s)
+    for i in range(spatial):
+        eff = x.shape[2 + i] + pads[i][0] + pads[i][1]
+        if eff < d[i] * (k[i] - 1) + 1:
+            raise RuntimeError(
+                f'{opname}: Calculated padded input size per channel: {eff}. Kernel size: '
+                f'{d[i] * (k[i] - 1) + 1}. Kernel size can\'t be greater than actual input size')
+    if spatial == 1:            # the 2-d op over a height of 1
+        geom = _Geom((1, s[0]), ((0, 0), pads[0]), (1, d[0]), groups)
+        y = _Conv.apply(x.unsqueeze(2), weight.unsqueeze(2), geom).squeeze(2)
+    else:
+        geom = _Geom(s, pads, d, groups)
+        y = _Conv.apply(x, weight, geom)
+    if bias is not None:
+        y = y + bias.reshape((1, cout) + (1,) * spatial)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """2-d cross-correlation over (N, C, H, W) (or unbatched (C, H, W)) input with weight
+    (out_channels, in_channels/groups, kH, kW); ``padding`` is an int, a pair, ``'valid'``
+    or ``'same'``.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.conv2d(tape.ones(1, 1, 3, 3), tape.ones(1, 1, 2, 2), padding='same').shape
+    tape.Size([1, 1, 3, 3])
+    """
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """1-d cross-correlation over (N, C, L) (or unbatched (C, L)) input with weight
+    (out_channels, in_channels/groups, kL).
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.conv1d(tape.ones(1, 1, 5), tape.ones(1, 1, 3))
+    tensor([[[3., 3., 3.]]])
+    """
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+# -- pooling -------------------------------------------------------------------------------
+def _pool_len(n, k, s, p, d, ceil_mode):
+    """PyTorch's pooling_output_shape: with ceil_mode the last window must start
+    inside the input or its left padding."""
+    out = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _pool_args(kernel_size, stride, padding, dilation, spatial, opname):
+    k = _tuple(kernel_size, spatial, 'kernel_size')
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) \
+        else _tuple(stride, spatial, 'stride')
+    p = _tuple(padding, spatial, 'padding')
+    d = _tuple(dilation, spatial, 'dilation')
+    if any(v <= 0 for v in k):
+        raise RuntimeError(f'{opname}: kernel_size must be greater than zero, but got '
+                           f'{list(k)}')
+    if any(v <= 0 for v in s):
+        raise RuntimeError(f'{opname}: stride must be greater than zero, but got {list(s)}')
+    if any(v <= 0 for v in d):
+        raise RuntimeError(f'{opname}: dilation must be greater than zero, but got {list(d)}')
+    if any(v < 0 for v in p):
+        raise RuntimeError(f'{opname}: pad must be non-negative, but got {list(p)}')
+    return k, s, p, d
+
+
+def _pool_geom(x, k, s, p, d, ceil_mode, opname):
+    """Output size and the 2-d geometry with the high-side padding ceil_mode needs."""
+    outs, pads = [], []
+    for i in range(2):
+        n = x.shape[2 + i]
+        o = _pool_len(n, k[i], s[i], p[i], d[i], ceil_mode)
+        if o <= 0:
+            raise RuntimeError(f'{opname}: Given input size: ({"x".join(map(str, x.shape[1:]))}'
+                               f'). Calculated output size is too small')
+        need = (o - 1) * s[i] + d[i] * (k[i] - 1) + 1
+        pads.append((p[i], max(need - n - p[i], 0)))
+        outs.append(o)
+    return tuple(outs), _Geom(s, tuple(pads), d, 1)
+
+
+class _PoolGather(Function):
+    """out[n, c, o] = x[n, c, idx[n, c, o]] over the flattened spatial dims."""
+    @staticmethod
+    def forward(ctx, x, idx):
+        ctx.idx = idx
+        ctx.in_shape = tuple(x.shape)
+        xd = _arr(x)
+        flat = xd.reshape(xd.shape[:2] + (-1,))
+        out = np.take_along_axis(flat, idx.reshape(idx.shape[:2] + (-1,)), axis=2)
+        return _leaf(out.reshape(idx.shape))
+
+    @staticmethod
+    def backward(ctx, g):
+        return _PoolScatter.apply(g, ctx.idx, ctx.in_shape), None
+
+
+class _PoolScatter(Function):
+    """The adjoint of ``_PoolGather``: add g[n, c, o] into position idx[n, c, o]."""
+    @staticmethod
+    def forward(ctx, g, idx, in_shape):
+        ctx.idx = idx
+        gd = _arr(g)
+        n, c = in_shape[:2]
+        hw = int(np.prod(in_shape[2:], dtype=np.int64))
+        # overlapping windows may pick one input twice: bincount adds, fancy
+        # assignment would not
+        offsets = (np.arange(n * c, dtype=np.int64) * hw).reshape(n, c, *(1,) * (idx.ndim - 2))
+        out = np.bincount((idx + offsets).ravel(), weights=gd.ravel(), minlength=n * c * hw)
+        return _leaf(out.astype(gd.dtype, copy=False).reshape(in_shape))
+
+    @staticmethod
+    def backward(ctx, gg):
+        return _PoolGather.apply(gg, ctx.idx), None, None
+
+
+def _max_pool_indices(xd, k, geom, oh, ow):
+    """Per output pixel, the flat (h * W + w) index of its window's maximum: the first
+    maximum, as PyTorch; a NaN wins (the last NaN, as PyTorch's ``val > max || isnan``
+    scan); padding never wins."""
+    n, c, h, w = xd.shape
+    kh, kw = k
+    (pt, _), (pl, _) = geom.pads
+    (sh, sw), (dh, dw) = geom.stride, geom.dilation
+    win = _windows(_pad(xd, geom.pads, -np.inf), kh, kw, oh, ow, geom, kernel_first=False)
+    win = win.reshape(n, c, oh, ow, kh * kw)
+    arg = np.argmax(win, axis=-1)
+    rows = (np.arange(oh) * sh - pt)[:, None] + (np.arange(kh) * dh)[None, :]   # (OH, kh)
+    cols = (np.arange(ow) * sw - pl)[:, None] + (np.arange(kw) * dw)[None, :]   # (OW, kw)
+    inside = (((rows >= 0) & (rows < h))[:, None, :, None]
+              & ((cols >= 0) & (cols < w))[None, :, None, :]).reshape(oh, ow, kh * kw)
+    picked = np.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+    if np.isnan(picked).any():
+        nan = np.isnan(win)
+        last = kh * kw - 1 - np.argmax(nan[..., ::-1], axis=-1)
+        arg = np.where(nan.any(-1), last, arg)
+    stuck = picked == -np.inf
+    if stuck.any():
+        # all -inf: PyTorch keeps its starting index, the window's first real pixel
+        arg = np.where(stuck, np.argmax(inside, axis=-1), arg)
+    ki, kj = np.divmod(arg, kw)
+    hi = rows[np.arange(oh)[:, None], ki]               # broadcast over (N, C, OH, OW)
+    wi = cols[np.arange(ow)[None, :], kj]
+    return (hi * w + wi).astype(np.int64)
+
+
+def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,  # noqa: A002
+                return_indices, spatial):
+    opname = f'max_pool{spatial}d'
+    _check_tensor(input, 'input', opname)
+    x, unbatched = _batched(input, spatial, opname)
+    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation, spatial, opname)
+    for i in range(spatial):
+        if p[i] > k[i] // 2:     # (PyTorch bounds it by the undilated kernel)
+            raise RuntimeError(f'{opname}: pad should be smaller than or equal to half of '
+                               f'kernel size, but got pad={p[i]} and kernel_size={k[i]}')
+    if spatial == 1:
+        x = x.unsqueeze(2)
+        k, s, p, d = (1,) + k, (1,) + s, (0,) + p, (1,) + d
+    (oh, ow), geom = _pool_geom(x, k, s, p, d, ceil_mode, opname)
+    idx = _max_pool_indices(_arr(x), k, geom, oh, ow)
+    out = _PoolGather.apply(x, idx)
+    idx_t = _leaf(idx)
+    if spatial == 1:
+        out, idx_t = out.squeeze(2), idx_t.squeeze(2)
+    if unbatched:
+        out, idx_t = out.squeeze(0), idx_t.squeeze(0)
+    return (out, idx_t) if return_indices else out
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    """The maximum over each (dilated) kernel window; with ``return_indices`` also the
+    flat ``h * W + w`` index of each maximum (the first one on ties).
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.max_pool2d(tape.tensor([[[[1., 3.], [3., 2.]]]]), 2, return_indices=True)[1]
+    tensor([[[[1]]]])
+    """
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices, 2)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    """The maximum over each kernel window of (N, C, L) input.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.max_pool1d(tape.tensor([[[1., 4., 2., 0.]]]), 2)
+    tensor([[[4., 2.]]])
+    """
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices, 1)
+
+
+def _avg_divisor(n, k, s, p, out, count_include_pad):
+    """Per output position along one dim: the window's length counting the padding
+    (clipped at the padded end, as PyTorch) or counting only real pixels."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, n + p)
+    if count_include_pad:
+        return end - start
+    return np.minimum(end, n) - np.maximum(start, 0)
+
+
+def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,  # noqa: A002
+                divisor_override, spatial):
+    opname = f'avg_pool{spatial}d'
+    _check_tensor(input, 'input', opname)
+    x, unbatched = _batched(input, spatial, opname)
+    k, s, p, _ = _pool_args(kernel_size, stride, padding, 1, spatial, opname)
+    for i in range(spatial):
+        if p[i] > k[i] // 2:
+            raise RuntimeError(f'{opname}: pad should be at most half of kernel size, but got '
+                               f'pad={p[i]} and kernel_size={k[i]}')
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError(f'{opname}: divisor must be not zero')
+    if spatial == 1:
+        x = x.unsqueeze(2)
+        k, s, p = (1,) + k, (1,) + s, (0,) + p
+    (oh, ow), geom = _pool_geom(x, k, s, p, (1, 1), ceil_mode, opname)
+    c = x.shape[1]
+    dt = np.asarray(x._data).dtype
+    # a window sum is a depthwise convolution with a ones kernel: its gradients
+    # (to any order) come from the convolution's
+    ones = _leaf(np.ones((c, 1) + k, dt))
+    total = _Conv.apply(x, ones, geom._replace(groups=c))
+    if divisor_override is not None:
+        out = total / float(divisor_override)
+    else:
+        h, w = x.shape[2:]
+        dh = _avg_divisor(h, k[0], s[0], p[0], oh, count_include_pad)
+        dw = _avg_divisor(w, k[1], s[1], p[1], ow, count_include_pad)
+        out = total * _leaf((1.0 / np.outer(dh, dw)).astype(dt))
+    if spatial == 1:
+        out = out.squeeze(2)
+    return out.squeeze(0) if unbatched else out
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True, divisor_override=None):
+    """The mean over each kernel window (zero padding counted unless
+    ``count_include_pad=False``; ``divisor_override`` replaces the window size).
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.avg_pool2d(tape.ones(1, 1, 2, 2), 2, padding=1, count_include_pad=False)
+    tensor([[[[1., 1.],
+              [1., 1.]]]])
+    """
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, 2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True):
+    """The mean over each kernel window of (N, C, L) input.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.avg_pool1d(tape.tensor([[[1., 3., 5., 7.]]]), 2)
+    tensor([[[2., 6.]]])
+    """
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       None, 1)
+
+
+def _adaptive_matrix(n, out, dtype):
+    """(out, n): row i averages input [floor(i n / out), ceil((i + 1) n / out))."""
+    m = np.zeros((out, n), dtype)
+    for i in range(out):      # one row per output index: out is small
+        lo, hi = (i * n) // out, -((-(i + 1) * n) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def adaptive_avg_pool2d(input, output_size):  # noqa: A002
+    """Average pooling to a fixed ``output_size`` (an int, or a pair whose ``None``
+    keeps that input size), with PyTorch's window bounds.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.adaptive_avg_pool2d(tape.arange(4.).reshape(1, 1, 2, 2), 1)
+    tensor([[[[1.5000]]]])
+    """
+    _check_tensor(input, 'input', 'adaptive_avg_pool2d')
+    x, unbatched = _batched(input, 2, 'adaptive_avg_pool2d')
+    if isinstance(output_size, (list, tuple)):
+        if len(output_size) != 2:
+            raise ValueError('adaptive_avg_pool2d: output_size must be 2')
+        size = tuple(output_size)
+    else:
+        size = (output_size, output_size)
+    h, w = x.shape[2:]
+    oh, ow = (h if size[0] is None else int(size[0])), (w if size[1] is None else int(size[1]))
+    if oh < 0 or ow < 0 or (oh == 0 and h) or (ow == 0 and w):
+        raise RuntimeError(f'adaptive_avg_pool2d: elements of output_size must be greater '
+                           f'than or equal to 0 but received {[oh, ow]}')
+    for dim in range(1, x.dim()):
+        if x.shape[dim] == 0:
+            raise RuntimeError(f'adaptive_avg_pool2d(): Expected input to have non-zero size '
+                               f'for non-batch dimensions, but input has sizes '
+                               f'{list(x.shape)} with dimension {dim} being empty')
+    dt = np.asarray(x._data).dtype
+    # each output is a mean over a rectangle: rows averaged by one matrix, columns by
+    # another; matmul gives every derivative
+    out = _leaf(_adaptive_matrix(h, oh, dt)).matmul(x).matmul(
+        _leaf(np.ascontiguousarray(_adaptive_matrix(w, ow, dt).T)))
+    return out.squeeze(0) if unbatched else out
