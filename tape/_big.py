@@ -63,6 +63,25 @@ class AxisOrder(tuple):
     __slots__ = ()
 
 
+class BasicKey:
+    """``meta.attrs`` of a big take or put record whose positions a basic-indexing
+    key (ints, slices, None, Ellipsis: a NumPy view) picks: ``out = a[key]`` for
+    a take (slice, select, split, narrow, unbind), ``out[key] = a`` in zeros of
+    the output's shape for a put (a piece of cat).  Kept instead of an index map,
+    which costs an int64 copy to build, and a bincount (in float64) to sweep a
+    take: the backward writes the gradient into that region instead."""
+    __slots__ = ('key', 'shape')
+
+    def __init__(self, key, shape):
+        self.key = key
+        self.shape = tuple(shape)       # of the array the key indexes
+
+    def index_map(self):
+        """The index map a small record would keep."""
+        from ._ops import flat_index
+        return np.ascontiguousarray(flat_index(self.shape)[self.key], dtype=np.int64).ravel()
+
+
 def _float(dt):
     return dt if dt.kind == 'f' else np.dtype(np.float64)
 
@@ -187,12 +206,16 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
         return
     if kind == 'reduce':
         c = float(R.view(np.float64)[k, 7])
-        # a big reduce keeps, in meta.attrs, its output shape with reduced dims as 1
+        # a big reduce keeps, in meta.attrs, its output shape with reduced dims as 1.
+        # g (small) may have come through the float64 arena: cast it, not the
+        # large result, to the input's dtype (no float64 round trip of float32)
+        g = g.astype(meta.in_dtypes[0], copy=False)
         gi = np.broadcast_to(np.reshape(g, meta.attrs), meta.in_shapes[0]) * c
         grads.add(g0, v_size(meta), gi, meta.in_dtypes[0], owned=True)
         return
     if kind == 'lse':
         xs, out = meta.saved['a'], meta.saved['b']        # out keeps the reduced dims
+        g = g.astype(meta.in_dtypes[0], copy=False)       # (as for reduce above)
         with np.errstate(invalid='ignore', over='ignore'):
             gi = np.reshape(g, np.shape(out)) * np.exp(xs - out)
         grads.add(g0, xs.size, gi, meta.in_dtypes[0], owned=True)
@@ -211,10 +234,17 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
             gi = np.ascontiguousarray(np.transpose(g, np.argsort(idx)))
             grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
             return
+        if type(idx) is BasicKey:
+            _add_region(grads, g0, x, idx.shape, idx.key, g, meta.in_dtypes[0])
+            return
         gi = np.bincount(idx, weights=g.ravel(), minlength=x)
         grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
         return
     if kind == 'put':
+        if type(meta.attrs) is BasicKey:        # a piece of cat: its block of g
+            gi = g.reshape(meta.attrs.shape)[meta.attrs.key]
+            grads.add(g0, x, gi, meta.in_dtypes[0], owned=False)
+            return
         gi = g.ravel()[meta.attrs]
         grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
         return
@@ -235,7 +265,48 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
             else:
                 grads.add(g1, b.size, a.T @ g, meta.in_dtypes[1], owned=True)
         return
+    if kind == 'where':
+        # the mask (meta.attrs, flat) picks the first input's elements, else the
+        # second's: selections of g in its dtype, not the kernel on float64 copies
+        mask = meta.attrs
+        if mask.dtype != np.bool_:
+            mask = mask != 0
+        gf = g.reshape(-1)
+        zero = np.zeros((), gf.dtype)
+        if g0 >= 0:
+            grads.add(g0, n, np.where(mask, gf, zero), meta.in_dtypes[0], owned=True)
+        if g1 >= 0:
+            grads.add(g1, n, np.where(mask, zero, gf), meta.in_dtypes[1], owned=True)
+        return
+    if kind == 'bmm':
+        a, b = meta.saved['a'], meta.saved['b']
+        # BLAS in the operands' dtype, batch by batch (np.matmul), as for mm
+        g = g.astype(np.result_type(a.dtype, b.dtype), copy=False)
+        if g0 >= 0:
+            grads.add(g0, a.size, np.matmul(g, np.swapaxes(b, 1, 2)), meta.in_dtypes[0],
+                      owned=True)
+        if g1 >= 0:
+            grads.add(g1, b.size, np.matmul(np.swapaxes(a, 1, 2), g), meta.in_dtypes[1],
+                      owned=True)
+        return
     _via_kernel(k, R, meta, g, grads)
+
+
+def _add_region(grads, slot, size, shape, key, g, dtype):
+    """Add ``g`` into the region ``key`` picks of the slot's gradient (``shape``):
+    in place where the slot already holds an array of its own (the other pieces
+    of a split), else into zeros."""
+    if slot >= BIG_BASE:
+        cur = grads.big.get(slot)
+        if cur is not None and cur.flags.writeable and cur.flags.c_contiguous \
+                and cur.size == size:
+            region = cur.reshape(shape)[key]
+            region += np.reshape(g, region.shape)
+            return
+    gi = np.zeros(shape, dtype)
+    region = gi[key]
+    region[...] = np.reshape(g, region.shape)
+    grads.add(slot, size, gi, dtype, owned=True)
 
 
 def _transposed_source(tape, R, slot, keep, needed):

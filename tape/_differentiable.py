@@ -21,7 +21,7 @@ from . import _linalg
 from . import _ops
 from . import _reductions as _red
 from . import _shapes as _shape
-from ._big import BIG as _BIG, BIG_FLAG, AxisOrder
+from ._big import BIG as _BIG, BIG_FLAG, AxisOrder, BasicKey
 from ._rules import OP, RULES
 from ._tape import inplace_epoch, resolve
 from ._tensor import Tensor, _leaf, _TNEW
@@ -492,6 +492,8 @@ def _big_as_small(meta, rule, ax):
         if type(idx) is AxisOrder:          # a transpose keeps its axis order only
             from ._ops import flat_index
             idx = np.transpose(flat_index(tuple(meta.in_shapes[0])), idx)
+        elif type(idx) is BasicKey:         # a basic-indexing key: the map it picks
+            idx = idx.index_map()
         return None, np.ascontiguousarray(np.ravel(idx), dtype=np.int64), 0, 0
     if kind in ('cumprod', 'bmm'):      # saves a and b (cumprod: input and output)
         return np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])]), \

@@ -226,7 +226,10 @@ def setitem(a, key, value):
         v = value if isinstance(value, Tensor) else _leaf(np.asarray(vd, d.dtype))
         if np.shape(v._data) != np.shape(pos):
             v = _ops.expand(v, np.shape(pos))
-        s = _ops.reshape(_ops.put_flat(v, flat, d.size), d.shape)
+        if _ops._basic_key(k):       # a large put keeps the key (tape/_big.py's BasicKey)
+            s = _ops.reshape(_ops.put_block(v, k, d.shape, flat), d.shape)
+        else:
+            s = _ops.reshape(_ops.put_flat(v, flat, d.size), d.shape)
         after = np.array(d, copy=True)
         after[k] = vd
         recorded = record_where('setitem', mask.reshape(d.shape), s, before, after)

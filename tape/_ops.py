@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _dtypes
 from ._rules import OP, RULES
-from ._big import BIG, BIG_FLAG, AxisOrder, BigRecord
+from ._big import BIG, BIG_FLAG, AxisOrder, BasicKey, BigRecord
 from ._pool import pool
 from ._tape import shift_slot as _shift_slot
 from ._tape import grad_off as _OFF
@@ -1020,15 +1020,20 @@ def flat_index(shape):
     return g
 
 
-def _take_record(a, out, name, key_fn, axes=None):
+def _take_record(a, out, name, key_fn, axes=None, key=None):
     """Record an op whose output elements are input elements picked by ``key_fn``
-    (``axes``: it transposes ``a`` to that axis order)."""
+    (``axes``: it transposes ``a`` to that axis order; ``key``: it is ``a[key]``
+    for a basic-indexing key)."""
     if a._rg and (not _OFF[0] or grad_mode.enabled):
         d = a._data
         if axes is not None and d.size >= BIG:
             # a large transpose (F.linear's weight.t()) keeps its axis order, not
             # an index map: building one copied an int64 grid of the tensor
             return _record_struct(OP[name], a, out, x=d.size, big_attrs=AxisOrder(axes))
+        if key is not None and d.size >= BIG:
+            # likewise a large slice keeps its key (see BasicKey)
+            return _record_struct(OP[name], a, out, x=d.size,
+                                  big_attrs=BasicKey(key, d.shape))
         idx = np.ascontiguousarray(key_fn(flat_index(d.shape)), dtype=_I64).ravel()
         return _record_struct(OP[name], a, out, x=d.size, attrs=idx)
     return _leaf(out)
@@ -1173,7 +1178,7 @@ def getitem(a, key):
     if name in ('alias', 'unsqueeze'):  # all elements in order: a view record
         res = _view_record(a, out, name)
     else:
-        res = _take_record(a, out, name, lambda m: m[k])
+        res = _take_record(a, out, name, lambda m: m[k], key=None if name == 'index' else k)
     if name != 'index' and type(d) is np.ndarray:
         _as_view(res, a, lambda m: m[k])
     return res
@@ -1196,6 +1201,24 @@ def take_flat(a, idx):
     if a._rg and (not _OFF[0] or grad_mode.enabled):
         return _record_struct(OP['index'], a, out, x=d.size,
                               attrs=np.ascontiguousarray(idx, dtype=_I64))
+    return _leaf(out)
+
+
+def put_block(a, key, shape, idx):
+    """``zeros(shape)`` with ``a`` written into the region basic-indexing ``key``
+    picks, flat (differentiable); ``idx`` gives that region's flat positions
+    (an index map, read for small records only: a large one keeps the key)."""
+    d = a._data
+    size = 1
+    for s in shape:
+        size *= int(s)
+    if size < BIG and d.size < BIG:
+        return put_flat(a, idx() if callable(idx) else idx, size)
+    out = np.zeros(shape, d.dtype)
+    out[key] = d
+    out = out.reshape(-1)
+    if a._rg and (not _OFF[0] or grad_mode.enabled):
+        return _record_struct(OP['put'], a, out, x=d.size, big_attrs=BasicKey(key, shape))
     return _leaf(out)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _ops
 from ._ops import _dims, _record_struct, _record_unary
+from ._big import BIG, BasicKey
 from ._rules import OP
 from ._structural import record_cumprod, record_cumsum
 from ._tape import grad_mode, note_value_use
@@ -40,9 +41,14 @@ class _ValuesIndices(collections.namedtuple('_ValuesIndices', ['values', 'indice
         return f'values={self.values!r}, indices={self.indices!r}'
 
 
-def take_as(name, a, out, index):
-    """Record ``out = a.flatten()[index]`` under rule ``name`` (a 'take' kind)."""
+def take_as(name, a, out, index, key=None):
+    """Record ``out = a.flatten()[index]`` under rule ``name`` (a 'take' kind);
+    ``key``: ``out`` is ``a[key]`` for a basic-indexing key, which a large
+    record keeps instead of the index map (see tape/_big.py's BasicKey)."""
     if a._rg and grad_mode.enabled:
+        if key is not None and a._data.size >= BIG:
+            return _ops._record_struct(OP[name], a, out, x=a._data.size,
+                                       big_attrs=BasicKey(key, a._data.shape))
         idx = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
         return _record_struct(OP[name], a, out, x=a._data.size, attrs=idx)
     return _leaf(out)

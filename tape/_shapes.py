@@ -170,7 +170,7 @@ def narrow(a, dim, start, length):
         raise RuntimeError(f'narrow(): start ({start}) + length ({length}) exceeds dimension '
                            f'size ({size}) (tensor of shape {tuple(d.shape)})')
     key = (slice(None),) * dim + (slice(start, start + length),)
-    return as_view(take_as('slice', a, d[key], _flat_index(d.shape)[key]), a,
+    return as_view(take_as('slice', a, d[key], _flat_index(d.shape)[key], key), a,
                    lambda m: m[key])
 
 
@@ -216,7 +216,7 @@ def split(a, split_size_or_sections, dim=0):
     start = 0
     for s in sizes:
         key = (slice(None),) * dim + (slice(start, start + s),)
-        parts.append(as_view(take_as('split', a, d[key], idx[key]), a, _picker(key),
+        parts.append(as_view(take_as('split', a, d[key], idx[key], key), a, _picker(key),
                              multi='SplitBackward0'))
         start += s
     return tuple(parts)
@@ -247,7 +247,7 @@ def unbind(a, dim=0):
     out = []
     for i in range(d.shape[dim]):
         key = (slice(None),) * dim + (i, Ellipsis)
-        out.append(as_view(take_as('select', a, d[key], idx[key]), a, _picker(key),
+        out.append(as_view(take_as('select', a, d[key], idx[key], key), a, _picker(key),
                            multi='UnbindBackward0'))
     return tuple(out)
 
@@ -298,20 +298,20 @@ def cat(tensors, dim=0):
         r = cat([cat(live[:mid], dim), cat(live[mid:], dim)], dim)
         r._data = out
         return r
-    pos = _flat_index(out.shape)
     total = None
     start = 0
     const = np.zeros(out.size, dt)
     for x in live:
         width = np.shape(x._data)[dim]
         key = (slice(None),) * dim + (slice(start, start + width),)
-        where = pos[key].reshape(-1)
         if x._rg:
-            p = _ops.put_flat(_ops.to(x, dt) if np.asarray(x._data).dtype != dt else x,
-                              where, out.size)
+            # a large piece keeps its key, not an index map (tape/_big.py's BasicKey)
+            p = _ops.put_block(_ops.to(x, dt) if np.asarray(x._data).dtype != dt else x,
+                               key, out.shape,
+                               lambda key=key: _flat_index(out.shape)[key].reshape(-1))
             total = p if total is None else _ops.add(total, p)
         else:
-            const[where] = np.asarray(x._data, dt).reshape(-1)
+            const.reshape(out.shape)[key] = np.asarray(x._data, dt)
         start += width
     if any(not x._rg for x in live):
         total = _ops.add(total, _leaf(const))

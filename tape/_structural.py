@@ -20,6 +20,7 @@ field a and ``k << 32 | n`` in field x; ``cumprod`` and ``bmm`` save values in V
 import numpy as np
 
 from . import _ops
+from ._big import BIG
 from ._ops import _record_struct
 from ._rules import OP
 from ._tape import grad_mode
@@ -47,6 +48,10 @@ def record_where(name, mask, a, b, out):
     mask = np.asarray(mask)
     if mask.shape != shape:         # (np.broadcast_to costs ~8 us; a mask rarely needs it)
         mask = np.broadcast_to(mask, shape)
+    if mask.size >= BIG:
+        # a large record keeps the mask as booleans (tape/_big.py reads either)
+        return _record_struct(OP[name], a, out, b=b if b._rg else None,
+                              big_attrs=np.ascontiguousarray(mask, dtype=np.bool_).reshape(-1))
     m = np.ascontiguousarray(mask, dtype=_I64).reshape(-1)
     return _record_struct(OP[name], a, out, attrs=m, b=b if b._rg else None)
 
