@@ -82,6 +82,15 @@ class BasicKey:
         return np.ascontiguousarray(flat_index(self.shape)[self.key], dtype=np.int64).ravel()
 
 
+class UniqueIndex(np.ndarray):
+    """``meta.attrs`` of a big take record whose flat index map has no repeated
+    position (nll_loss's pick of one class per sample): the backward scatters
+    the gradient straight into zeros of the input's dtype (``gi[idx] = g``, exact
+    without duplicates) instead of a float64 ``bincount`` over the whole input
+    and a cast.  Anything else reads it as the plain int64 index map it is."""
+    __slots__ = ()
+
+
 def _float(dt):
     return dt if dt.kind == 'f' else np.dtype(np.float64)
 
@@ -236,6 +245,11 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
             return
         if type(idx) is BasicKey:
             _add_region(grads, g0, x, idx.shape, idx.key, g, meta.in_dtypes[0])
+            return
+        if type(idx) is UniqueIndex:
+            gi = np.zeros(x, meta.in_dtypes[0])
+            gi[idx.view(np.ndarray)] = g.ravel()
+            grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)
             return
         gi = np.bincount(idx, weights=g.ravel(), minlength=x)
         grads.add(g0, x, gi, meta.in_dtypes[0], owned=True)

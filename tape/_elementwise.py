@@ -214,9 +214,22 @@ def gelu(a, approximate='none'):
 def softplus(a, beta=1.0, threshold=20.0):
     a = _floats_only(_t(a), 'softplus_cpu')
     d = a._data
+    dt = np.asarray(d).dtype
     with np.errstate(all='ignore'):
-        out = np.where(d * beta > threshold, d, np.logaddexp(0, d * beta) / beta)
-    out = np.asarray(out, dtype=np.asarray(d).dtype)
+        y = d * dt.type(beta) if dt.kind == 'f' else d * beta
+        if threshold == math.inf:
+            # no threshold (logsigmoid, binary_cross_entropy_with_logits): PyTorch's
+            # log_sigmoid form, max(y, 0) + log1p(exp(-|y|)), which cannot overflow
+            sp = np.maximum(y, 0) + np.log1p(np.exp(-np.abs(y)))
+        else:
+            # PyTorch's softplus kernel: x where beta x > threshold, else
+            # log1p(exp(beta x)) / beta, in the tensor's dtype (NumPy's SIMD exp and
+            # log1p; np.logaddexp has no SIMD loop and rounds differently)
+            sp = np.log1p(np.exp(y))
+        if beta != 1:
+            sp = sp / beta
+        out = np.where(y > threshold, d, sp)
+    out = np.asarray(out, dtype=dt)
     return _with_const('softplus', a, out, beta, threshold)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _ops
 from ._ops import _dims, _record_struct, _record_unary
-from ._big import BIG, BasicKey
+from ._big import BIG, BasicKey, UniqueIndex
 from ._rules import OP
 from ._structural import record_cumprod, record_cumsum
 from ._tape import grad_mode, note_value_use
@@ -41,16 +41,20 @@ class _ValuesIndices(collections.namedtuple('_ValuesIndices', ['values', 'indice
         return f'values={self.values!r}, indices={self.indices!r}'
 
 
-def take_as(name, a, out, index, key=None):
+def take_as(name, a, out, index, key=None, unique=False):
     """Record ``out = a.flatten()[index]`` under rule ``name`` (a 'take' kind);
     ``key``: ``out`` is ``a[key]`` for a basic-indexing key, which a large
-    record keeps instead of the index map (see tape/_big.py's BasicKey)."""
+    record keeps instead of the index map (see tape/_big.py's BasicKey);
+    ``unique``: no position repeats, so a large record's backward may scatter
+    (tape/_big.py's UniqueIndex)."""
     if a._rg and grad_mode.enabled:
         if key is not None and a._data.size >= BIG:
             return _ops._record_struct(OP[name], a, out, x=a._data.size,
                                        big_attrs=BasicKey(key, a._data.shape))
         idx = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
-        return _record_struct(OP[name], a, out, x=a._data.size, attrs=idx)
+        big_attrs = idx.view(UniqueIndex) if unique and a._data.size >= BIG else None
+        return _record_struct(OP[name], a, out, x=a._data.size, attrs=idx,
+                              big_attrs=big_attrs)
     return _leaf(out)
 
 

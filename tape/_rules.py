@@ -269,7 +269,10 @@ RULES = [
     E('softplus', 'SoftplusBackward0', 'a',
       ('grad * where_pos(eq(out, a), 1.0, where_pos(d - a * c, sigmoid(a * c), sigmoid(d)))',),
       consts='cd',
-      fwd='where_pos(gt(a * c, d), a, logaddexp0(a * c) / c)'),
+      # the eager forward's two forms: log1p(exp(beta x)) / beta under a finite
+      # threshold (PyTorch's softplus), max(y, 0) + log1p(exp(-|y|)) without one
+      fwd='where_pos(gt(a * c, d), a, where_pos(gt(d, 1.7976931348623157e308),'
+          ' maximum(a * c, 0.0) + log1p(exp(-abs(a * c))), log1p(exp(a * c))) / c)'),
     # sign(-0.0) is 0.0 in NumPy; the helper keeps the zero's sign, hence + 0.0;
     # sign(NaN) is 0, as in PyTorch
     E('sign', 'SignBackward0', 'a', ('zero(grad)',), fwd='where_pos(eq(a, a), sign(a), 0.0) + 0.0'),

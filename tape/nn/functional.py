@@ -190,7 +190,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
     d = np.asarray(inp._data)
     pos = np.take_along_axis(_red._flat_index(d.shape), np.expand_dims(safe, cdim),
                              axis=cdim).squeeze(cdim) if d.ndim > 1 else safe
-    picked = _red.take_as('index', inp, d.reshape(-1)[pos], pos)
+    # one position per sample (an ignored one picks class 0 of its own row), so
+    # no position repeats: a large input's backward scatters, without a bincount
+    picked = _red.take_as('index', inp, d.reshape(-1)[pos], pos, unique=True)
     if weight is not None:
         wd = np.asarray(weight._data if isinstance(weight, Tensor) else weight)
         if isinstance(weight, Tensor) and wd.dtype != d.dtype:
