@@ -178,16 +178,27 @@ def _dt(dtype):
     return _default_dtype[0] if dtype is None else np.dtype(dtype)
 
 
-def zeros(*size, dtype=None, requires_grad=False, device=None):
+def _sized(args, size):
+    # torch.zeros(2, 3), zeros((2, 3)) and zeros(size=(2, 3)) are all PyTorch's forms
+    if size is None:
+        return args
+    if args:
+        raise TypeError('got both a positional size and size=')
+    return (size,)
+
+
+def zeros(*args, size=None, dtype=None, requires_grad=False, device=None):
+    size = _sized(args, size)
     return _finish(np.zeros(_shape(size, 'zeros'), _dt(dtype)), None, requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False, device=None):
+def ones(*args, size=None, dtype=None, requires_grad=False, device=None):
+    size = _sized(args, size)
     return _finish(np.ones(_shape(size, 'ones'), _dt(dtype)), None, requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False, device=None):
-    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+def empty(*args, size=None, dtype=None, requires_grad=False, device=None, memory_format=None):
+    return zeros(*_sized(args, size), dtype=dtype, requires_grad=requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
@@ -221,20 +232,70 @@ def _gen(generator):
     return _rng_of(generator)
 
 
-def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
+def rand(*args, size=None, dtype=None, requires_grad=False, generator=None, device=None):
     """Uniform samples on [0, 1) (seeded by ``manual_seed``, or drawn from ``generator``)."""
-    return _random(_gen(generator).random, size, dtype, requires_grad)
+    return _random(_gen(generator).random, _sized(args, size), dtype, requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
+def randn(*args, size=None, dtype=None, requires_grad=False, generator=None, device=None):
     """Standard normal samples (seeded by ``manual_seed``, or drawn from ``generator``)."""
-    return _random(_gen(generator).standard_normal, size, dtype, requires_grad)
+    return _random(_gen(generator).standard_normal, _sized(args, size), dtype, requires_grad)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False,
+           device=None):
+    """Normal samples: ``mean + std * randn``, of ``size`` for numbers, or of the
+    broadcast shape of tensor ``mean``/``std``.  As in PyTorch, a sample from tensors
+    that require grad requires grad, and passes them a zero gradient."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        shape = np.broadcast_shapes(*[x._data.shape for x in (mean, std) if isinstance(x, Tensor)])
+        like = mean if isinstance(mean, Tensor) else std
+        eps = randn(*shape, dtype=like._data.dtype, generator=generator)
+        with no_grad():
+            sample = _ops.add(_ops.mul(eps, std), mean)
+        anchor = _ops.add(mean, std) if isinstance(mean, Tensor) and isinstance(std, Tensor) \
+            else like
+        # where(all True): the sample's values, a zero gradient to mean and std
+        return _ew.where(np.ones(shape, bool), sample, _ops.expand(anchor, *shape))
+    if size is None:
+        raise TypeError('normal() with number mean and std needs size=')
+    t = randn(*_shape((size,), 'normal'), dtype=dtype, generator=generator)
+    t._data *= std
+    t._data += mean
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def bernoulli(input, p=None, *, generator=None):  # noqa: A002
+    """0/1 samples, 1 with probability ``input`` (or ``p``), in input's dtype.
+    Not differentiable."""
+    prob = input._data if p is None else np.broadcast_to(np.asarray(p), input._data.shape)
+    draw = _gen(generator).random(input._data.shape) < prob
+    return _leaf(draw.astype(input._data.dtype))
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002
+    """Indices drawn from the rows of ``input`` (non-negative weights, not
+    necessarily normalized); without ``replacement`` no index repeats in a row."""
+    w = np.asarray(input._data, np.float64)
+    rows = w.reshape(-1, w.shape[-1]) if w.ndim else w.reshape(1, 1)
+    if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(1) <= 0).any():
+        raise RuntimeError('invalid multinomial distribution (sum of probabilities <= 0, or '
+                           'negative or non-finite ones)')
+    if not replacement and num_samples > w.shape[-1]:
+        raise RuntimeError('cannot sample n_sample > prob_dist.size(-1) samples without '
+                           'replacement')
+    g = _gen(generator)
+    out = np.stack([g.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
+                    for r in rows])
+    return _leaf(out.reshape(w.shape[:-1] + (num_samples,)).astype(np.int64))
 
 
 def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None,
             generator=None):
     if high is None:
         low, high = 0, low
+    elif size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high          # torch.randint(high, size)
     if not low < high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
@@ -264,6 +325,24 @@ def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
     return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), None, requires_grad)
 
 
+def logspace(start, end, steps, base=10.0, dtype=None, requires_grad=False, device=None):
+    """``base ** linspace(start, end, steps)``.
+
+    >>> import tape
+    >>> tape.logspace(0, 2, 3).tolist()
+    [1.0, 10.0, 100.0]
+    """
+    if steps < 0:
+        raise RuntimeError(f'logspace: number of steps must be non-negative, got {steps}')
+    arr = np.power(np.float64(base), np.linspace(start, end, steps))
+    return _finish(arr.astype(_dt(dtype)), None, requires_grad)
+
+
+def scalar_tensor(s, dtype=None, requires_grad=False, device=None):
+    """A 0-d tensor of ``s`` (the default float dtype unless ``dtype`` is given)."""
+    return _finish(np.asarray(s, _dt(dtype)), None, requires_grad)
+
+
 def eye(n, m=None, dtype=None, requires_grad=False, device=None):
     if n < 0 or (m is not None and m < 0):
         raise RuntimeError(f'eye: n must be greater or equal to 0, got {n if n < 0 else m}')
@@ -283,6 +362,15 @@ ones_like = _like(ones)
 empty_like = _like(empty)
 rand_like = _like(rand)
 randn_like = _like(randn)
+
+
+def randint_like(t, low=0, high=None, *, dtype=None, requires_grad=False, device=None,
+                 memory_format=None):
+    """``randint`` in ``t``'s shape and dtype (``randint_like(t, high)`` or ``(t, low, high)``)."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, t._data.shape, dtype=t._data.dtype if dtype is None else dtype,
+                   requires_grad=requires_grad)
 
 
 def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
@@ -686,8 +774,11 @@ def log_softmax(input, dim, dtype=None):  # noqa: A002
     return nn.functional.log_softmax(input, dim, dtype=dtype)
 
 
-def repeat_interleave(a, repeats, dim=None):
-    """Repeat each element ``repeats`` times (an int), along ``dim`` (flattened if None)."""
+def repeat_interleave(a, repeats=None, dim=None, *, output_size=None):
+    """Repeat each element ``repeats`` times (an int), along ``dim`` (flattened if None);
+    ``repeat_interleave(r)`` with one tensor repeats ``arange(len(r))`` by ``r``."""
+    if repeats is None:
+        a, repeats = _leaf(np.arange(a._data.size, dtype=np.int64)), a
     if not isinstance(repeats, Tensor) and repeats < 0:
         raise RuntimeError(f'repeat_interleave: Repeats must be non-negative, got {repeats}')
     if dim is None:
@@ -835,9 +926,11 @@ globals().update(_cp.FUNCTIONS)
 for _name, _fn in _cp.METHODS.items():
     setattr(Tensor, _name, _fn)
 matrix_power = linalg.matrix_power
+linalg.multi_dot = _cp.multi_dot        # tape/linalg.py is another module's; bound here
 Tensor.matrix_power = linalg.matrix_power
 linalg.cross = _cp._linalg_cross
 from . import special  # noqa: E402,F401
+special.sinc = _cp.sinc
 from . import optim  # noqa: E402,F401
 
 
@@ -857,7 +950,30 @@ for _name in ('abs_', 'acos_', 'addmv_', 'arccos_', 'arcsin_', 'arctan_', 'asin_
               'erf_', 'exp2_', 'exp_', 'expm1_', 'fill_', 'floor_', 'frac_', 'log10_', 'log1p_',
               'log2_', 'log_', 'logit_', 'nan_to_num_', 'neg_', 'negative_', 'reciprocal_',
               'relu_', 'round_', 'rsqrt_', 'sigmoid_', 'sin_', 'sinh_', 'sqrt_', 'square_',
-              'tan_', 'tanh_', 'trunc_', 'xlogy_', 'zero_'):
+              'tan_', 'tanh_', 'trunc_', 'xlogy_', 'zero_', 'deg2rad_', 'rad2deg_', 'sinc_',
+              'index_put_'):
     if hasattr(Tensor, _name) and _name not in globals():
         globals()[_name] = _module_inplace(_name)
 del _name
+
+
+class _NoCuda:
+    """``torch.cuda`` as seen on a machine without a GPU: training scripts ask
+    ``tape.cuda.is_available()`` to pick their device."""
+
+    @staticmethod
+    def is_available():
+        return False
+
+    @staticmethod
+    def device_count():
+        return 0
+
+    @staticmethod
+    def manual_seed(seed):
+        """Nothing to seed: there is no GPU generator."""
+
+    manual_seed_all = manual_seed
+
+
+cuda = _NoCuda()

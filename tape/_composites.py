@@ -1363,6 +1363,596 @@ for _name in ('logcumsumexp', 'tensor_split', 'cross', 'bincount'):
     _NEW_METHODS[_name] = _NEW_FUNCTIONS[_name]
 
 
+# ------------------------------------- the common PyTorch API (tests/test_api_hunt.py)
+# Names that tutorials and training code reach for, written in the ops above so
+# their gradients need no rule of their own.
+def _pair_dims(dims, ndim, opname):
+    if len(dims) != 2:
+        raise RuntimeError(f'{opname}: expected total rotation dims == 2, but got dims = {len(dims)}')
+    d0, d1 = _norm_dim(dims[0], ndim, opname), _norm_dim(dims[1], ndim, opname)
+    if d0 == d1:
+        raise RuntimeError(f'{opname}: expected rotation dims to be different, got {d0} and {d1}')
+    return d0, d1
+
+
+def rot90(input, k=1, dims=(0, 1)):  # noqa: A002
+    """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first
+    axis toward the second), as flips and a transpose.
+
+    >>> import tape
+    >>> tape.rot90(tape.tensor([[1, 2], [3, 4]])).tolist()
+    [[2, 4], [1, 3]]
+    """
+    a = _t(input)
+    d0, d1 = _pair_dims(tuple(dims), _np(a).ndim, 'rot90')
+    k = int(k) % 4
+    if k == 1:
+        return _ops.transpose(_sh.flip(a, d1), d0, d1)
+    if k == 2:
+        return _sh.flip(a, (d0, d1))
+    if k == 3:
+        return _ops.transpose(_sh.flip(a, d0), d0, d1)
+    return _ops.clone(a)
+
+
+def broadcast_shapes(*shapes):
+    """The shape the given shapes broadcast to (``RuntimeError`` if they do not)."""
+    from ._tensor import Size
+    try:
+        return Size(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s)
+                                          for s in shapes]))
+    except ValueError:
+        raise RuntimeError(f'Shape mismatch: objects cannot be broadcast to a single shape '
+                           f'(shapes {list(shapes)})') from None
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common broadcast shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = broadcast_shapes(*[_np(t).shape for t in tensors])
+    return tuple(_ops.expand(t, *shape) if _np(t).shape != tuple(shape) else t
+                 for t in tensors)
+
+
+def _atleast(nd, place):
+    def f(*tensors):
+        many = len(tensors) != 1 or isinstance(tensors[0], (list, tuple))
+        ts = tensors[0] if len(tensors) == 1 and many else tensors
+        out = []
+        for t in ts:
+            t = _t(t)
+            s = _np(t).shape
+            out.append(t if len(s) >= nd else _ops.reshape(t, *place(s)))
+        return tuple(out) if many else out[0]
+    f.__name__ = f'atleast_{nd}d'
+    f.__doc__ = f'The input viewed with at least {nd} dimensions (NumPy\'s placement).'
+    return f
+
+
+atleast_1d = _atleast(1, lambda s: (1,))
+atleast_2d = _atleast(2, lambda s: (1, 1) if not s else (1,) + s)
+atleast_3d = _atleast(3, lambda s: (1, 1, 1) if not s else (1,) + s + (1,) if len(s) == 1
+                      else s + (1,))
+
+
+def _split_along(dim, name, min_ndim):
+    def f(input, indices_or_sections):  # noqa: A002
+        a = _t(input)
+        nd = _np(a).ndim
+        if nd < min_ndim:
+            raise RuntimeError(f'torch.{name} requires a tensor with at least {min_ndim} '
+                               f'dimension, but got a tensor with {nd} dimensions!')
+        d = dim if dim is not None else (1 if nd >= 2 else 0)
+        if isinstance(indices_or_sections, int):
+            n = _np(a).shape[d]
+            if indices_or_sections == 0 or n % indices_or_sections:
+                raise RuntimeError(f'torch.{name} attempted to split along dimension {d}, but '
+                                   f'the size of the dimension {n} is not divisible by the '
+                                   f'split_size {indices_or_sections}!')
+        return tensor_split(a, indices_or_sections, d)
+    f.__name__ = name
+    f.__doc__ = f'``tensor_split`` along dim {dim if dim is not None else "1 (0 for 1-D)"}.'
+    return f
+
+
+hsplit = _split_along(None, 'hsplit', 1)
+vsplit = _split_along(0, 'vsplit', 2)
+dsplit = _split_along(2, 'dsplit', 3)
+
+
+def dstack(tensors):
+    """The tensors, made at least 3-D, joined along dim 2."""
+    return _sh.cat(list(atleast_3d(list(tensors))), 2)
+
+
+def column_stack(tensors):
+    """1-D (and 0-D) tensors as columns, joined with the 2-D ones along dim 1."""
+    cols = [_ops.reshape(t, -1, 1) if _np(t).ndim < 2 else t for t in map(_t, tensors)]
+    return _sh.cat(cols, 1)
+
+
+def ravel(input):  # noqa: A002
+    """The elements as a 1-D tensor."""
+    return _ops.reshape(_t(input), -1)
+
+
+def unfold(self, dimension, size, step):
+    """Windows of ``size`` elements every ``step`` along ``dimension``; the window is
+    the new last dim (``Tensor.unfold``), recorded as one take.
+
+    >>> import tape
+    >>> tape.arange(5).unfold(0, 2, 2).tolist()
+    [[0, 1], [2, 3]]
+    """
+    d = _np(self)
+    nd = builtins.max(d.ndim, 1)
+    dim = _norm_dim(dimension, nd, 'unfold')
+    n = d.shape[dim] if d.ndim else 1
+    if size > n:
+        raise RuntimeError(f'maximum size for tensor at dimension {dim} is {n} but size is {size}')
+    if step <= 0:
+        raise RuntimeError(f'step is {step} but must be > 0')
+    pos = np.lib.stride_tricks.sliding_window_view(_flat_index(d.shape if d.ndim else (1,)),
+                                                   size, axis=dim)
+    pos = np.take(pos, np.arange(0, n - size + 1, step), axis=dim)
+    return _pick(self, pos if d.ndim else pos[0])
+
+
+def argwhere(input):  # noqa: A002
+    """The indices of the non-zero elements, one row each."""
+    return _ew.nonzero(_t(input))
+
+
+def _along(dim, ndim, index):
+    return (slice(None),) * dim + (index,)
+
+
+def _index_array(index):
+    """An index tensor (or list) as an int64 array, for a NumPy key."""
+    return np.asarray(_np(index) if isinstance(index, Tensor) else index, np.int64)
+
+
+def index_copy(input, dim, index, source):  # noqa: A002
+    """``input`` with the slices at ``index`` along ``dim`` replaced by ``source``'s."""
+    a = _t(input)
+    dim = _norm_dim(dim, _np(a).ndim, 'index_copy')
+    out = _ops.clone(a)
+    out[_along(dim, _np(a).ndim, _index_array(index))] = source
+    return out
+
+
+def index_fill(input, dim, index, value):  # noqa: A002
+    """``input`` with the slices at ``index`` along ``dim`` set to ``value``."""
+    a = _t(input)
+    d = _np(a)
+    dim = _norm_dim(dim, d.ndim, 'index_fill')
+    mask = np.zeros(d.shape, bool)
+    mask[_along(dim, d.ndim, _index_array(index))] = True
+    v = value if isinstance(value, Tensor) else np.asarray(value, d.dtype)
+    return _ew.where(mask, v, a)
+
+
+def masked_scatter(input, mask, source):  # noqa: A002
+    """``input`` with the places where ``mask`` is True filled, in order, by
+    ``source``'s leading elements."""
+    a = _t(input)
+    m = np.broadcast_to(_np(_t(mask)) if isinstance(mask, Tensor) else np.asarray(mask),
+                        _np(a).shape)
+    k = int(m.sum())
+    if k > _np(source).size:
+        raise RuntimeError(f'masked_scatter: expected source to have at least {k} elements '
+                           f'(got {_np(source).size})')
+    pos = np.where(m, np.cumsum(m.reshape(-1)).reshape(m.shape) - 1, 0)
+    return _ew.where(m, _pick(source, pos), a)
+
+
+def index_put(input, indices, values, accumulate=False):  # noqa: A002
+    """``input`` with ``input[indices] = values`` (``+=`` with ``accumulate``)."""
+    a = _t(input)
+    key = tuple(_index_array(i) for i in indices)
+    if not accumulate:
+        out = _ops.clone(a)
+        out[key] = values
+        return out
+    pos = _flat_index(_np(a).shape)[key]
+    v = _ops.expand(_t(values, a), *pos.shape) if _np(_t(values, a)).shape != pos.shape \
+        else _t(values, a)
+    flat = index_add(_ops.reshape(a, -1), 0, pos.reshape(-1), _ops.reshape(v, -1))
+    return _ops.reshape(flat, *_np(a).shape)
+
+
+def fill_diagonal(self, fill_value, wrap=False):
+    d = _np(self)
+    if d.ndim < 2 or (d.ndim > 2 and len(set(d.shape)) != 1):
+        raise RuntimeError('all dimensions of input must be of equal length (or a matrix)')
+    mask = np.zeros(d.shape, bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return _ew.where(mask, np.asarray(fill_value, d.dtype), self)
+
+
+def sinc(input):  # noqa: A002
+    """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there, as PyTorch's)."""
+    a = _float_input(_t(input))
+    zero = _np(a) == 0
+    safe = _ew.where(zero, np.asarray(1, _np(a).dtype), a) if zero.any() else a
+    px = _ops.mul(safe, np.pi)
+    y = _ops.div(_ops.sin(px), px)
+    return _ew.where(zero, np.asarray(1, _np(a).dtype), y) if zero.any() else y
+
+
+def copysign(input, other):  # noqa: A002
+    """``|input|`` with the sign bit of ``other`` (whose gradient is zero)."""
+    a = _float_input(_t(input))
+    o = _np(other) if isinstance(other, Tensor) else np.asarray(other)
+    return _ops.mul(_ops.abs_(a), np.where(np.signbit(o), -1, 1).astype(_np(a).dtype))
+
+
+def _nan_aware(name, keep_first):
+    def f(input, other):  # noqa: A002
+        a = _t(input)
+        b = _t(other, a)
+        ad, bd = _np(a), _np(b)
+        note_value_use(name)
+        with np.errstate(invalid='ignore'):
+            first = keep_first(ad, bd) | np.isnan(bd)
+        return _ew.where(first, a, b)
+    f.__name__ = name
+    f.__doc__ = (f'Elementwise {name[1:]}imum that ignores NaN (NaN only where both are); '
+                 'ties give the gradient to ``input``, as PyTorch.')
+    return f
+
+
+fmax = _nan_aware('fmax', np.greater_equal)
+fmin = _nan_aware('fmin', np.less_equal)
+
+
+def _bool_of(npf, name):
+    def f(input):  # noqa: A002
+        return _leaf(np.asarray(npf(_np(_t(input)))))
+    f.__name__ = name
+    f.__doc__ = f'``{name}``, a bool tensor (not differentiable).'
+    return f
+
+
+isposinf = _bool_of(np.isposinf, 'isposinf')
+isneginf = _bool_of(np.isneginf, 'isneginf')
+signbit = _bool_of(np.signbit, 'signbit')
+isreal = _bool_of(lambda d: np.ones(d.shape, bool) if d.dtype.kind != 'c' else d.imag == 0,
+                  'isreal')
+
+
+def positive(input):  # noqa: A002
+    """``+input``: the tensor itself."""
+    return input
+
+
+def rsub(input, other, *, alpha=1):  # noqa: A002
+    """``other - alpha * input``."""
+    a = _t(input)
+    return _ops.sub(_t(other, a), a if alpha == 1 else _ops.mul(a, alpha))
+
+
+def float_power(input, exponent):  # noqa: A002
+    """``input ** exponent`` in float64."""
+    a = _ops.to(_t(input), np.float64)
+    e = _ops.to(exponent, np.float64) if isinstance(exponent, Tensor) else exponent
+    return _ops.pow_(a, e) if isinstance(a, Tensor) else _ops.rpow(e, a)
+
+
+def asinh(input):  # noqa: A002
+    """``log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))`` with the sign of x: no cancellation
+    near 0 or for large negative x."""
+    a = _float_input(_t(input))
+    neg = _np(a) < 0
+    x = _ew.where(neg, _ops.neg(a), a) if neg.any() else a
+    x2 = _ops.mul(x, x)
+    y = _ew.log1p(_ops.add(x, _ops.div(x2, _ops.add(_ops.sqrt(_ops.add(x2, 1.0)), 1.0))))
+    return _ew.where(neg, _ops.neg(y), y) if neg.any() else y
+
+
+def acosh(input):  # noqa: A002
+    """``log(x + sqrt(x^2 - 1))`` (NaN below 1)."""
+    a = _float_input(_t(input))
+    with np.errstate(invalid='ignore'):
+        return _ops.log(_ops.add(a, _ops.sqrt(_ops.sub(_ops.mul(a, a), 1.0))))
+
+
+def atanh(input):  # noqa: A002
+    """``(log1p(x) - log1p(-x)) / 2``."""
+    a = _float_input(_t(input))
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return _ops.mul(_ops.sub(_ew.log1p(a), _ew.log1p(_ops.neg(a))), 0.5)
+
+
+def deg2rad(input):  # noqa: A002
+    """Degrees to radians."""
+    return _ops.mul(_float_input(_t(input)), np.pi / 180)
+
+
+def rad2deg(input):  # noqa: A002
+    """Radians to degrees."""
+    return _ops.mul(_float_input(_t(input)), 180 / np.pi)
+
+
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """(values, indices) of the most frequent value along ``dim`` (the smallest
+    among equally frequent ones; the index of its last occurrence).
+
+    >>> import tape
+    >>> tape.mode(tape.tensor([1, 2, 2, 3])).values
+    tensor(2)
+    """
+    a = _t(input)
+    d = _np(a)
+    note_value_use('mode')
+    if d.ndim == 0:
+        return _zero_dim_pick(a, d, dim, 'mode')
+    dim = _norm_dim(dim, d.ndim, 'mode')
+    rows = np.moveaxis(d, dim, -1).reshape(-1, d.shape[dim])
+    idx = np.empty(rows.shape[0], np.int64)
+    for r, row in enumerate(rows):
+        vals, counts = np.unique(row, return_counts=True)   # sorted: argmax picks the smallest
+        v = vals[np.argmax(counts)]
+        idx[r] = np.flatnonzero(row == v)[-1] if v == v else np.flatnonzero(row != row)[-1]
+    idx = np.expand_dims(idx.reshape(np.moveaxis(d, dim, -1).shape[:-1]), dim)
+    flat = np.take_along_axis(_flat_index(d.shape), idx, axis=dim)
+    if not keepdim:
+        idx, flat = np.squeeze(idx, dim), np.squeeze(flat, dim)
+    return _ValuesIndices(_pick(a, flat), _leaf(idx))
+
+
+class _MinMax(tuple):
+    """``torch.return_types.aminmax``: a (min, max) pair."""
+    __slots__ = ()
+
+    def __new__(cls, lo, hi):
+        return tuple.__new__(cls, (lo, hi))
+
+    min = property(lambda s: s[0])
+    max = property(lambda s: s[1])
+
+    def __repr__(self):
+        return f'min={self[0]!r}, max={self[1]!r}'
+
+
+def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
+    """``(amin, amax)`` over ``dim`` (all elements if None)."""
+    a = _t(input)
+    if dim is None:
+        lo, hi = _red.amin(a), _red.amax(a)
+        if keepdim:
+            ones = (1,) * _np(a).ndim
+            lo, hi = _ops.reshape(lo, *ones), _ops.reshape(hi, *ones)
+        return _MinMax(lo, hi)
+    return _MinMax(_red.amin(a, dim, keepdim), _red.amax(a, dim, keepdim))
+
+
+def vdot(input, other):  # noqa: A002
+    """The dot product of two 1-D tensors (real dtypes: ``dot``)."""
+    return _la.dot(input, other)
+
+
+def multi_dot(tensors):
+    """``torch.linalg.multi_dot``: the product of the matrices, left to right (a 1-D
+    first or last tensor is a row or a column vector)."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f'multi_dot(): expected at least 2 tensors but got {len(tensors)}')
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = _la.matmul(out, t)
+    return out
+
+
+def renorm(input, p, dim, maxnorm):  # noqa: A002
+    """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to it
+    (by ``maxnorm / (norm + 1e-7)``, as PyTorch); the gradient goes through the norm."""
+    a = _t(input)
+    d = _np(a)
+    dim = _norm_dim(dim, d.ndim, 'renorm')
+    others = tuple(i for i in range(d.ndim) if i != dim)
+    norm = _red.norm(a, p, others, True)
+    over = _np(norm) > maxnorm
+    scale = _ew.where(over, _ops.rdiv(_ops.add(norm, 1e-7), maxnorm), np.asarray(1, d.dtype))
+    return _ops.mul(a, scale)
+
+
+def _trapezoid_parts(y, x, dx, dim):
+    y = _float_input(_t(y))
+    d = _np(y)
+    dim = _norm_dim(dim, d.ndim, 'trapezoid')
+    n = d.shape[dim]
+    mid = _ops.mul(_ops.add(_sh.narrow(y, dim, 1, n - 1), _sh.narrow(y, dim, 0, n - 1)), 0.5)
+    if x is not None:
+        x = _t(x, y)
+        step = diff(x, dim=-1 if _np(x).ndim == 1 else dim)
+        if _np(x).ndim == 1 and d.ndim > 1:
+            step = _ops.reshape(step, *[n - 1 if i == dim else 1 for i in range(d.ndim)])
+        return _ops.mul(mid, step), dim
+    return _ops.mul(mid, 1.0 if dx is None else dx), dim
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoid rule along ``dim`` (sample points ``x``, or spacing ``dx``, 1 by default)."""
+    parts, dim = _trapezoid_parts(y, x, dx, dim)
+    return _ops.sum_(parts, dim)
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """``trapezoid`` (its older name)."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running trapezoid rule along ``dim`` (one element fewer than ``y``)."""
+    parts, dim = _trapezoid_parts(y, x, dx, dim)
+    return _red.cumsum(parts, dim)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
+    """The covariance of the variables in the rows (observations in the columns),
+    NumPy's formula for frequency and analytic weights."""
+    x = _float_input(_t(input))
+    if _np(x).ndim > 2:
+        raise ValueError(f'cov(): expected input to have two or fewer dimensions but got an '
+                         f'input with {_np(x).ndim} dimensions')
+    if _np(x).ndim < 2:
+        x = _ops.reshape(x, 1, -1)
+    n = _np(x).shape[1]
+    w = None
+    for extra in (fweights, aweights):
+        if extra is not None:
+            e = _t(extra, x)
+            w = e if w is None else _ops.mul(w, e)
+    if w is None:
+        mean_ = _ops.mean(x, 1, True)
+        fact = n - correction
+        xc = _ops.sub(x, mean_)
+        c = _la.matmul(xc, _ops.t(xc))
+    else:
+        w = _ops.to(w, _np(x).dtype)
+        wsum = _ops.sum_(w)
+        mean_ = _ops.div(_ops.sum_(_ops.mul(x, w), 1, True), wsum)
+        if aweights is None:
+            fact = _ops.sub(wsum, correction)
+        else:
+            fact = _ops.sub(wsum, _ops.div(_ops.mul(_ops.sum_(_ops.mul(w, _t(aweights, x))),
+                                                    correction), wsum))
+        xc = _ops.sub(x, mean_)
+        c = _la.matmul(_ops.mul(xc, w), _ops.t(xc))
+    if not isinstance(fact, Tensor) and fact <= 0:
+        fact = 0.0
+    with np.errstate(divide='ignore', invalid='ignore'):
+        c = _ops.div(c, fact)
+    return _ops.reshape(c, ()) if _np(_t(input)).ndim < 2 or _np(c).shape == (1, 1) \
+        and _np(_t(input)).ndim < 2 else c
+
+
+def corrcoef(input):  # noqa: A002
+    """Pearson correlation of the rows, clipped to [-1, 1] as PyTorch's."""
+    c = cov(input)
+    if _np(c).ndim == 0:
+        return _ops.div(c, c)
+    sd = _ops.sqrt(diagonal(c))
+    c = _ops.div(_ops.div(c, _ops.reshape(sd, -1, 1)), _ops.reshape(sd, 1, -1))
+    return _ew.clamp(c, -1, 1)
+
+
+def block_diag(*tensors):
+    """The tensors (0-D, 1-D or 2-D) as the blocks of a block-diagonal matrix."""
+    ts = [_t(t) for t in tensors]
+    blocks = [_ops.reshape(t, *((1, 1) if _np(t).ndim == 0 else (1, -1) if _np(t).ndim == 1
+                                else _np(t).shape)) for t in ts]
+    dt = np.result_type(*[_np(b) for b in blocks]) if blocks else default_dtype[0]
+    blocks = [b if _np(b).dtype == dt else _ops.to(b, dt) for b in blocks]
+    width = builtins.sum(_np(b).shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        r, c = _np(b).shape
+        pieces = [_leaf(np.zeros((r, left), dt)), b, _leaf(np.zeros((r, width - left - c), dt))]
+        rows.append(_sh.cat(pieces, 1))
+        left += c
+    return _sh.cat(rows, 0) if rows else _leaf(np.zeros((0, 0), dt))
+
+
+def histc(input, bins=100, min=0, max=0):  # noqa: A002
+    """Counts in ``bins`` equal bins over [min, max] (the data's range when both are
+    0); elements outside are ignored.  Not differentiable."""
+    d = _np(_t(input))
+    if d.dtype.kind not in 'f':
+        raise RuntimeError(f'"histogram_cpu" not implemented for '
+                           f"'{_torch_dtype_name(d.dtype)}'")
+    lo, hi = float(min), float(max)
+    if lo == hi and d.size:
+        lo, hi = float(d.min()), float(d.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    counts, _ = np.histogram(d, bins=int(bins), range=(lo, hi))
+    return _leaf(counts.astype(d.dtype))
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):  # noqa: A002
+    """The bucket index of each element among the sorted ``boundaries``."""
+    x = _np(input) if isinstance(input, Tensor) else np.asarray(input)
+    out = np.searchsorted(_np(boundaries), x, side='right' if right else 'left')
+    return _leaf(np.asarray(out, np.int32 if out_int32 else np.int64))
+
+
+def _integer_pair(npf, name):
+    def f(input, other):  # noqa: A002
+        return _leaf(np.asarray(npf(_np(_t(input)), _np(_t(other)))))
+    f.__name__ = name
+    f.__doc__ = f'Elementwise ``{name}`` of integer tensors.'
+    return f
+
+
+gcd = _integer_pair(np.gcd, 'gcd')
+lcm = _integer_pair(np.lcm, 'lcm')
+
+
+def is_nonzero(self):
+    """Whether the one-element tensor is not zero."""
+    if _np(self).size != 1:
+        raise RuntimeError('Boolean value of Tensor with more than one value is ambiguous'
+                           if _np(self).size else
+                           'Boolean value of Tensor with no values is ambiguous')
+    return builtins.bool(_np(self).reshape(-1)[0] != 0)
+
+
+def is_same_size(self, other):
+    """Whether the two tensors have the same shape."""
+    return _np(self).shape == _np(other).shape
+
+
+def dropout(input, p=0.5, train=True):  # noqa: A002
+    """``tape.nn.functional.dropout``, as ``torch.dropout`` takes its arguments."""
+    from .nn import functional
+    return functional.dropout(input, p, train)
+
+
+_NEW_FUNCTIONS.update({
+    'rot90': rot90, 'broadcast_shapes': broadcast_shapes, 'broadcast_tensors': broadcast_tensors,
+    'atleast_1d': atleast_1d, 'atleast_2d': atleast_2d, 'atleast_3d': atleast_3d,
+    'hsplit': hsplit, 'vsplit': vsplit, 'dsplit': dsplit, 'dstack': dstack,
+    'column_stack': column_stack, 'ravel': ravel, 'argwhere': argwhere,
+    'index_copy': index_copy, 'index_fill': index_fill, 'masked_scatter': masked_scatter,
+    'index_put': index_put, 'sinc': sinc, 'copysign': copysign, 'fmax': fmax, 'fmin': fmin,
+    'isposinf': isposinf, 'isneginf': isneginf, 'signbit': signbit, 'isreal': isreal,
+    'positive': positive, 'rsub': rsub, 'float_power': float_power,
+    'asinh': asinh, 'acosh': acosh, 'atanh': atanh, 'arcsinh': asinh, 'arccosh': acosh,
+    'arctanh': atanh, 'deg2rad': deg2rad, 'rad2deg': rad2deg, 'mode': mode,
+    'aminmax': aminmax, 'vdot': vdot, 'renorm': renorm, 'trapezoid': trapezoid,
+    'trapz': trapz, 'cumulative_trapezoid': cumulative_trapezoid, 'cov': cov,
+    'corrcoef': corrcoef, 'block_diag': block_diag, 'histc': histc, 'bucketize': bucketize,
+    'gcd': gcd, 'lcm': lcm, 'dropout': dropout,
+    'sgn': _ew.sign, 'fix': _ew.trunc, 'absolute': _ops.abs_,
+    'bitwise_and': _ew.bitwise_and, 'bitwise_or': _ew.bitwise_or,
+    'bitwise_xor': _ew.bitwise_xor, 'bitwise_not': _ew.bitwise_not,
+    'row_stack': _sh.vstack,
+})
+for _name in ('rot90', 'ravel', 'argwhere', 'index_copy', 'index_fill', 'masked_scatter',
+              'index_put', 'sinc', 'copysign', 'fmax', 'fmin', 'isposinf', 'isneginf',
+              'signbit', 'isreal', 'positive', 'float_power', 'asinh', 'acosh', 'atanh',
+              'arcsinh', 'arccosh', 'arctanh', 'deg2rad', 'rad2deg', 'mode', 'aminmax', 'vdot',
+              'renorm', 'histc', 'sgn', 'fix', 'absolute', 'bitwise_and', 'bitwise_or',
+              'bitwise_xor', 'bitwise_not', 'gcd', 'lcm', 'hsplit', 'vsplit', 'dsplit'):
+    _NEW_METHODS[_name] = _NEW_FUNCTIONS[_name]
+_NEW_METHODS.update({
+    'unfold': unfold, 'is_nonzero': is_nonzero, 'is_same_size': is_same_size,
+    'index_put_': _inplace(_named(index_put, 'index_put'), 'index_put_'),
+    'index_copy_': _inplace(_named(index_copy, 'index_copy'), 'index_copy_'),
+    'index_fill_': _inplace(_named(index_fill, 'index_fill'), 'index_fill_'),
+    'masked_scatter_': _inplace(_named(masked_scatter, 'masked_scatter'), 'masked_scatter_'),
+    'fill_diagonal_': _inplace(_named(fill_diagonal, 'fill_diagonal'), 'fill_diagonal_'),
+    'copysign_': _inplace(_named(copysign, 'copysign'), 'copysign_'),
+    'sinc_': _inplace(_named(sinc, 'sinc'), 'sinc_'),
+    'deg2rad_': _inplace(_named(deg2rad, 'deg2rad'), 'deg2rad_'),
+    'rad2deg_': _inplace(_named(rad2deg, 'rad2deg'), 'rad2deg_'),
+    'renorm_': _inplace(_named(renorm, 'renorm'), 'renorm_'),
+})
+
+
 def _register():
     # never shadow what tape or Tensor already has (tape/__init__.py runs before us)
     import sys
