@@ -55,13 +55,8 @@ class Adagrad(Optimizer):
         d = np.asarray(p._data)
         state['sum'] = _leaf(np.full(d.shape, value, d.dtype))
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault('foreach', None)
-            group.setdefault('maximize', False)
-            group.setdefault('differentiable', False)
-            group.setdefault('fused', None)
+    _group_defaults = {'foreach': None, 'maximize': False, 'differentiable': False,
+                       'fused': None}
 
     def step(self, closure=None):
         """One update of every parameter that has a ``.grad``; returns the closure's loss."""

@@ -54,16 +54,9 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault('amsgrad', False)
-            group.setdefault('maximize', False)
-            group.setdefault('foreach', None)
-            group.setdefault('capturable', False)
-            group.setdefault('differentiable', False)
-            group.setdefault('decoupled_weight_decay', False)
-            group.setdefault('fused', None)
+    _group_defaults = {'amsgrad': False, 'maximize': False, 'foreach': None,
+                       'capturable': False, 'differentiable': False,
+                       'decoupled_weight_decay': False, 'fused': None}
 
     def step(self, closure=None):
         """One update of every parameter that has a ``.grad``; returns the closure's loss."""

@@ -70,8 +70,15 @@ class Optimizer:
         return {'defaults': self.defaults, 'state': self.state,
                 'param_groups': self.param_groups}
 
+    # options a group saved by an older PyTorch-style state may lack, per optimizer
+    # (what each PyTorch optimizer's __setstate__ fills in)
+    _group_defaults = {}
+
     def __setstate__(self, state):
         self.__dict__.update(state)
+        for group in self.param_groups:
+            for key, value in self._group_defaults.items():
+                group.setdefault(key, value)
 
     def __repr__(self):
         s = self.__class__.__name__ + ' ('

@@ -47,15 +47,8 @@ class RMSprop(Optimizer):
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault('momentum', 0)
-            group.setdefault('centered', False)
-            group.setdefault('foreach', None)
-            group.setdefault('maximize', False)
-            group.setdefault('differentiable', False)
-            group.setdefault('capturable', False)
+    _group_defaults = {'momentum': 0, 'centered': False, 'foreach': None, 'maximize': False,
+                       'differentiable': False, 'capturable': False}
 
     def step(self, closure=None):
         """One update of every parameter that has a ``.grad``; returns the closure's loss."""
