@@ -1382,6 +1382,9 @@ def _trailing(a, normalized_shape, star):
     return ns, shape, tuple(range(len(shape) - k, len(shape)))
 
 
+_LN_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))   # the Numba kernels' dtypes
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
     """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift."""
     a = _t(input)
@@ -1392,6 +1395,17 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
             raise RuntimeError(f'Expected {name} to be of same shape as normalized_shape, but got '
                                f'{name} of shape {list(_shape_of(_t(p, input)))} and '
                                f'normalized_shape = {list(ns)}')
+    xd = np.asarray(a._data)
+    w = weight if weight is None or isinstance(weight, Tensor) else _t(weight, input)
+    b = bias if bias is None or isinstance(bias, Tensor) else _t(bias, input)
+    from .._jit import _tracing
+    # while tape.jit traces, the composite: its records replay in the generated
+    # kernel, where a custom Function would make the function run eagerly
+    if xd.size and xd.dtype in _LN_DTYPES and not getattr(_tracing, 'proxies', None) and all(
+            p is None or np.asarray(p._data).dtype == xd.dtype for p in (w, b)):
+        # one record with a fused backward (tape/nn/_layer_norm.py)
+        return _layer_norm_fn(a, w, b, ns, float(eps))
+    # mixed dtypes, float16 or an empty input: the composite, which promotes as PyTorch does
     return _affine(_normalize_over(a, dims, eps), weight, bias, ns, a)
 
 
@@ -1568,6 +1582,7 @@ def bilinear(input1, input2, weight, bias=None):
 
 
 # convolution and pooling live in their own module; exported here as torch.nn.functional does
+from ._layer_norm import layer_norm as _layer_norm_fn  # noqa: E402
 from ._conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: E402
                     max_pool1d, max_pool2d)
 __all__ += ['conv1d', 'conv2d', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
