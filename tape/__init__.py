@@ -60,12 +60,6 @@ def set_default_dtype(dtype):
     _default_dtype[0] = np.dtype(dtype)
 
 
-def manual_seed(seed):
-    """Seed the generator behind ``rand``, ``randn``, ``randint`` and friends."""
-    _rng[0] = np.random.default_rng(int(seed))
-    return _rng[0]
-
-
 # ------------------------------------------------------------------ creation
 def _finish(arr, dtype, requires_grad):
     if dtype is not None:
@@ -157,7 +151,7 @@ def _shape(size, opname='zeros'):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     for s in size:
-        if type(s) is not int or s < 0:
+        if type(s) is not builtins.int or s < 0:
             return _checked_shape(size, opname)
     return tuple(size)
 
@@ -202,12 +196,14 @@ def empty(*args, size=None, dtype=None, requires_grad=False, device=None, memory
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
-    if not isinstance(fill_value, (int, builtins.float, builtins.bool, np.number, np.bool_)) \
+    if not isinstance(fill_value, (builtins.int, builtins.float, builtins.bool, np.number,
+                                   np.bool_)) \
             and not (isinstance(fill_value, Tensor) and fill_value._data.ndim == 0):
         raise TypeError(f"full(): argument 'fill_value' (position 2) must be Number, not "
                         f"{type(fill_value).__name__}")
     if dtype is None:
-        dtype = (int64 if isinstance(fill_value, int) and not isinstance(fill_value, type(True))
+        dtype = (int64 if isinstance(fill_value, builtins.int)
+                 and not isinstance(fill_value, type(True))
                  else np.bool_ if isinstance(fill_value, type(True)) else _default_dtype[0])
     return _finish(np.full(_shape((size,), 'full'), fill_value, np.dtype(dtype)), None, requires_grad)
 
@@ -307,7 +303,7 @@ def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=N
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
     if end is None:
         start, end = 0, start
-    ints = builtins.all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    ints = builtins.all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
     if step == 0:
         raise RuntimeError('arange: step must be nonzero')
     if (step > 0 and end < start) or (step < 0 and end > start):
@@ -426,7 +422,8 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     if dim is not None:
         dim = _norm_dim(dim, d.ndim, 'unique')
     values, inverse, counts = np.unique(d, return_inverse=True, return_counts=True, axis=dim)
-    out = _leaf(values)
+    out = _no_derivative((input,), values, 'Unique2Backward0',
+                         "the derivative for '_unique2' is not implemented.")
     if not (return_inverse or return_counts):
         return out
     res = (out,)
@@ -435,6 +432,71 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         res += (_leaf(inverse.astype(np.int64)),)
     if return_counts:
         res += (_leaf(counts.astype(np.int64)),)
+    return res
+
+
+_NO_DERIVATIVE = {}
+
+
+def _no_derivative(inputs, values, node, message, error=NotImplementedError):
+    """``values`` as a new tensor; when one of ``inputs`` requires grad it is the
+    output of a node named ``node`` whose backward raises ``error(message)``, as
+    PyTorch's nodes for ops without a derivative (unique, heaviside, ...)."""
+    if not (_mode.enabled and builtins.any(isinstance(t, Tensor) and t._rg for t in inputs)):
+        return _leaf(values)
+    fn = _NO_DERIVATIVE.get(node)
+    if fn is None:
+        class fn(autograd.Function):
+            @staticmethod
+            def forward(ctx, *args):
+                # (*inputs, values, message, error): the inputs only link the node
+                ctx.message, ctx.error = args[-2], args[-1]
+                return _leaf(args[-3])
+
+            @staticmethod
+            def backward(ctx, grad):
+                raise ctx.error(ctx.message)
+        fn._backward_name = node
+        autograd.function._register_node_class(node)
+        _NO_DERIVATIVE[node] = fn
+    return fn.apply(*inputs, values, message, error)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """``input`` with each run of equal values (or slices along ``dim``) kept once;
+    with the inverse indices and counts when asked.  Not differentiable, as in
+    PyTorch (its backward raises).
+
+    >>> import tape
+    >>> tape.unique_consecutive(tape.tensor([1, 1, 2, 2, 3, 1]))
+    tensor([1, 2, 3, 1])
+    """
+    from ._tape import note_value_use
+    note_value_use('unique_consecutive')
+    d = np.asarray(input._data)
+    if dim is None:
+        flat = d.reshape(-1)
+        new_run = np.ones(flat.size, builtins.bool)
+        new_run[1:] = flat[1:] != flat[:-1]
+        values = flat[new_run]
+    else:
+        dim = _norm_dim(dim, d.ndim, 'unique_consecutive')
+        moved = np.moveaxis(d, dim, 0).reshape(d.shape[dim], -1)
+        new_run = np.ones(d.shape[dim], builtins.bool)
+        new_run[1:] = (moved[1:] != moved[:-1]).any(axis=1)
+        values = np.compress(new_run, d, axis=dim)
+    out = _no_derivative((input,), np.ascontiguousarray(values), 'UniqueConsecutiveBackward0',
+                         "the derivative for 'unique_consecutive' is not implemented.")
+    if not (return_inverse or return_counts):
+        return out
+    res = (out,)
+    if return_inverse:
+        inverse = np.cumsum(new_run) - 1
+        res += (_leaf(inverse.reshape(d.shape if dim is None else (d.shape[dim],))
+                      .astype(np.int64)),)
+    if return_counts:
+        starts = np.flatnonzero(new_run)
+        res += (_leaf(np.diff(np.append(starts, new_run.size)).astype(np.int64)),)
     return res
 
 
@@ -592,7 +654,7 @@ def _bind():
                 t = type(other)
                 if t is Tensor and not (other._rg and grad_mode.enabled):
                     od = other._data
-                elif t is float or t is int:
+                elif t is builtins.float or t is builtins.int:
                     od = other
                 else:
                     return o.inplace(a, name, other, alpha)
@@ -695,7 +757,7 @@ _tensor_device = device
 def _backward_method(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(self)/d(leaf) into each leaf's ``.grad``; see ``tape.autograd.backward``."""
     if gradient is None and not create_graph and inputs is None and self._tape is not None \
-            and self._data.size == 1:
+            and self._data.size == 1 and not autograd.is_anomaly_enabled():
         _run_scalar(self, True if retain_graph else False)   # the usual loss.backward()
         return
     autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
@@ -799,10 +861,10 @@ def repeat_interleave(a, repeats=None, dim=None, *, output_size=None):
                                f'{d.shape[dim]} (input shape {tuple(d.shape)})')
         if r.size and r.min() < 0:
             raise RuntimeError('repeat_interleave: repeats can not be negative')
-        r = r.reshape(-1) if r.size != 1 else int(r.reshape(-1)[0])
+        r = r.reshape(-1) if r.size != 1 else builtins.int(r.reshape(-1)[0])
         idx = np.repeat(np.arange(d.shape[dim]), r)
     else:
-        idx = np.repeat(np.arange(d.shape[dim]), int(repeats))
+        idx = np.repeat(np.arange(d.shape[dim]), builtins.int(repeats))
     return _ix.index_select(a, dim, idx)
 
 
@@ -843,11 +905,11 @@ class Generator:
     """A random generator for ``dropout(generator=...)`` (``torch.Generator``'s seeding)."""
 
     def __init__(self, device='cpu'):
-        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._seed = builtins.int(np.random.SeedSequence().entropy % (2 ** 63))
         self._rng = np.random.default_rng(self._seed)
 
     def manual_seed(self, seed):
-        self._seed = int(seed)
+        self._seed = builtins.int(seed)
         self._rng = np.random.default_rng(self._seed)
         return self
 
@@ -889,7 +951,7 @@ def _bind_more():
                  'select', 'unbind', 'fliplr', 'flipud', 'gather', 'scatter', 'scatter_add',
                  'index_select', 'masked_select', 'take', 'bmm', 'matmul', 'dot', 'mv',
                  'outer', 'ger', 'inner', 'softmax', 'log_softmax', 'repeat_interleave',
-                 'floor_divide', 'unique'):
+                 'floor_divide', 'unique', 'unique_consecutive'):
         setattr(T, name, globals()[name])
     T.silu = _ew.silu
     T.repeat = _sh.repeat
@@ -977,3 +1039,230 @@ class _NoCuda:
 
 
 cuda = _NoCuda()
+
+
+# ------------------------------------------------- more of torch's namespace
+int = int32  # noqa: A001  (torch.int; builtins.int is used below)
+pinverse, matrix_exp = linalg.pinverse, linalg.matrix_exp
+Tensor.pinverse, Tensor.matrix_exp = linalg.pinverse, linalg.matrix_exp
+scatter_reduce = _ix.scatter_reduce
+Tensor.scatter_reduce = _ix.scatter_reduce
+Tensor.scatter_reduce_ = _inplace_via_copy(_ix.scatter_reduce)
+
+
+def heaviside(input, values):  # noqa: A002
+    """The step function: 0 below zero, 1 above, ``values`` at zero.  Not
+    differentiable, as in PyTorch (its backward raises).
+
+    >>> import tape
+    >>> tape.heaviside(tape.tensor([-1.0, 0.0, 2.0]), tape.tensor(0.5))
+    tensor([0.0000, 0.5000, 1.0000])
+    """
+    a = np.asarray(input._data)
+    v = np.asarray(values._data if isinstance(values, Tensor) else values)
+    if isinstance(values, Tensor) and v.dtype != a.dtype:
+        raise RuntimeError('heaviside is not yet implemented for tensors with different dtypes')
+    out = np.where(a == 0, v, (a > 0).astype(a.dtype)).astype(a.dtype, copy=False)
+    return _no_derivative((input, values), np.ascontiguousarray(out), 'NotImplemented',
+                          'derivative for aten::heaviside is not implemented', RuntimeError)
+
+
+Tensor.heaviside = heaviside
+
+
+def combinations(input, r=2, with_replacement=False):  # noqa: A002
+    """The length-``r`` combinations of a 1-D tensor's elements, one per row
+    (``itertools.combinations``); differentiable (each element is picked).
+
+    >>> import tape
+    >>> tape.combinations(tape.tensor([1, 2, 3]))
+    tensor([[1, 2],
+            [1, 3],
+            [2, 3]])
+    """
+    import itertools
+    d = np.asarray(input._data)
+    if d.ndim != 1:
+        raise RuntimeError(f'Expect a 1D vector, but got shape {list(d.shape)}')
+    if r < 0:
+        raise RuntimeError(f'Expect a non-negative number, but got {r}')
+    if r == 0:
+        return _leaf(np.zeros((0,), d.dtype))
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    pos = np.array(list(pick(range(d.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    return _ix.take(input, pos)
+
+
+def promote_types(type1, type2):
+    """``torch.promote_types``: the dtype both promote to (bool < integer < float,
+    NumPy's rule within a category).
+
+    >>> import tape
+    >>> tape.promote_types(tape.int32, tape.float32)
+    dtype('float32')
+    """
+    return _dtypes.promote_types(type1, type2)
+
+
+def result_type(tensor1, tensor2):
+    """``torch.result_type``: the dtype of an arithmetic op's result, with PyTorch's
+    tiers (dimensioned tensors, then 0-d tensors, then Python numbers).
+
+    >>> import tape
+    >>> tape.result_type(tape.tensor([1, 2]), 1.0)
+    dtype('float32')
+    """
+    ops = [x._data if isinstance(x, Tensor) else x for x in (tensor1, tensor2)]
+    return _dtypes.result_type(*ops)
+
+
+def can_cast(from_, to):
+    """``torch.can_cast``: False only from a higher category to a lower one
+    (float to integer, anything but bool to bool).
+
+    >>> import tape
+    >>> tape.can_cast(tape.float64, tape.int32)
+    False
+    """
+    return _dtypes.category(np.dtype(from_)) <= _dtypes.category(np.dtype(to))
+
+
+# ------------------------------------------------------- the default generator
+_seed = [builtins.int(np.random.SeedSequence().entropy % (2 ** 63))]
+_rng[0] = np.random.default_rng(_seed[0])
+
+
+def manual_seed(seed):
+    """Seed the generator behind ``rand``, ``randn``, ``randint`` and friends."""
+    _seed[0] = builtins.int(seed)
+    _rng[0] = np.random.default_rng(_seed[0])
+    return _rng[0]
+
+
+
+
+def seed():
+    """Seed the default generator from fresh entropy and return the seed."""
+    s = builtins.int(np.random.SeedSequence().entropy % (2 ** 63))
+    manual_seed(s)
+    return s
+
+
+def initial_seed():
+    """The seed the default generator was last seeded with."""
+    return _seed[0]
+
+
+def get_rng_state():
+    """The default generator's state as a uint8 tensor (the bit generator's state
+    as JSON bytes: tape's generator is NumPy's, so the bytes are not PyTorch's)."""
+    import json
+    raw = json.dumps(_rng[0].bit_generator.state).encode()
+    return _leaf(np.frombuffer(raw, np.uint8).copy())
+
+
+def set_rng_state(new_state):
+    """Restore a state from ``get_rng_state``."""
+    import json
+    d = np.asarray(new_state._data if isinstance(new_state, Tensor) else new_state)
+    if d.dtype != np.uint8 or d.ndim != 1:
+        raise TypeError(f'set_rng_state: expected a 1-D uint8 tensor (got {d.dtype}, '
+                        f'shape {tuple(d.shape)})')
+    try:
+        state = json.loads(d.tobytes().decode())
+        _rng[0].bit_generator.state = state
+    except (ValueError, TypeError, KeyError) as e:
+        raise RuntimeError(f'set_rng_state: not a state from tape.get_rng_state ({e})') from None
+
+
+_threads = [1]
+
+
+def get_num_threads():
+    """The intra-op thread count set by ``set_num_threads`` (1 unless set)."""
+    return _threads[0]
+
+
+def set_num_threads(n):
+    """Record the intra-op thread count (tape's kernels choose their own threads)."""
+    if not isinstance(n, (builtins.int, np.integer)) or isinstance(n, builtins.bool) or n < 1:
+        raise RuntimeError(f'set_num_threads expects a positive integer (got {n!r})')
+    _threads[0] = builtins.int(n)
+
+
+# ------------------------------------------------------------- printing
+_PRINT_PROFILES = {'default': (4, 1000, 3, 80), 'short': (2, 1000, 2, 80),
+                   'full': (4, builtins.float('inf'), 3, 80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None):
+    """``torch.set_printoptions``: how tensors print (digits, summarising above
+    ``threshold`` elements with ``edgeitems`` per edge, line width, scientific
+    notation forced on or off; ``sci_mode=None`` chooses per tensor).
+
+    >>> import tape
+    >>> tape.set_printoptions(precision=2)
+    >>> tape.tensor([1.2345, 2.0])
+    tensor([1.23, 2.00])
+    >>> tape.set_printoptions(profile='default')
+    """
+    from ._tensor import PRINT_OPTS
+    if profile is not None:
+        if profile not in _PRINT_PROFILES:
+            raise ValueError(f'set_printoptions: unknown profile {profile!r}')
+        (PRINT_OPTS.precision, PRINT_OPTS.threshold, PRINT_OPTS.edgeitems,
+         PRINT_OPTS.linewidth) = _PRINT_PROFILES[profile]
+    if precision is not None:
+        PRINT_OPTS.precision = precision
+    if threshold is not None:
+        PRINT_OPTS.threshold = threshold
+    if edgeitems is not None:
+        PRINT_OPTS.edgeitems = edgeitems
+    if linewidth is not None:
+        PRINT_OPTS.linewidth = linewidth
+    PRINT_OPTS.sci_mode = sci_mode          # always set, as PyTorch does
+
+
+# ----------------------------------------------------- legacy constructors
+class _LegacyType(type):
+    """``torch.FloatTensor`` and friends: ``FloatTensor([1, 2])`` (data),
+    ``FloatTensor(2, 3)`` (a new uninitialised tensor of that shape), and
+    ``isinstance(x, FloatTensor)`` true for a tensor of that dtype."""
+
+    def __call__(cls, *args, device=None):
+        dt = cls._legacy_dtype
+        if not args:
+            return _leaf(np.empty((0,), dt))
+        if builtins.all(isinstance(a, (builtins.int, np.integer))
+                        and not isinstance(a, builtins.bool) for a in args) \
+                or (len(args) == 1 and isinstance(args[0], Size)):
+            return empty(*args, dtype=dt)
+        if len(args) != 1:
+            raise TypeError(f'{cls.__name__}(): expected a sequence of data or a size')
+        data = args[0]
+        if isinstance(data, Tensor):
+            if data._data.dtype != dt:
+                raise TypeError(f'expected {cls.__name__[:-6]} tensor (got '
+                                f'{data._data.dtype} tensor)')
+            return data
+        return tensor(data, dtype=dt)
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj._data.dtype == cls._legacy_dtype
+
+
+def _legacy(name, dt):
+    return _LegacyType(name, (), {'_legacy_dtype': np.dtype(dt), '__module__': 'tape',
+                                  '__doc__': f'``torch.{name}``: tensors of {np.dtype(dt)}.'})
+
+
+FloatTensor = _legacy('FloatTensor', np.float32)
+DoubleTensor = _legacy('DoubleTensor', np.float64)
+HalfTensor = _legacy('HalfTensor', np.float16)
+LongTensor = _legacy('LongTensor', np.int64)
+IntTensor = _legacy('IntTensor', np.int32)
+ShortTensor = _legacy('ShortTensor', np.int16)
+CharTensor = _legacy('CharTensor', np.int8)
+ByteTensor = _legacy('ByteTensor', np.uint8)
+BoolTensor = _legacy('BoolTensor', np.bool_)

@@ -1585,7 +1585,12 @@ def copysign(input, other):  # noqa: A002
     """``|input|`` with the sign bit of ``other`` (whose gradient is zero)."""
     a = _float_input(_t(input))
     o = _np(other) if isinstance(other, Tensor) else np.asarray(other)
-    return _ops.mul(_ops.abs_(a), np.where(np.signbit(o), -1, 1).astype(_np(a).dtype))
+    out = _ops.mul(_ops.abs_(a), np.where(np.signbit(o), -1, 1).astype(_np(a).dtype))
+    if isinstance(other, Tensor) and other._rg and grad_mode.enabled \
+            and _np(other).dtype == _np(out).dtype:
+        # PyTorch gives other a zero gradient (not None): a where that never picks it
+        out = _ew.where(np.zeros(_np(out).shape, bool), other, out)
+    return out
 
 
 def _nan_aware(name, keep_first):

@@ -239,3 +239,137 @@ def setitem(a, key, value):
     if recorded is not None:
         _ops.rebind(a, recorded)
     _ops._after_inplace(a, recorded, base_before)
+
+
+# ------------------------------------------------------------ scatter_reduce
+_REDUCE_AT = {'sum': np.add, 'prod': np.multiply, 'mean': np.add, 'amax': np.maximum,
+              'amin': np.minimum}
+
+
+def _scatter_reduce_np(d, tgt, vals, reduce, include_self):
+    """The forward in NumPy: ``d`` (flat copy) with ``vals`` reduced in at ``tgt``."""
+    touched = np.zeros(d.size, bool)
+    touched[tgt] = True
+    out = np.array(d, copy=True).reshape(-1)
+    if not include_self:
+        # the reduction's identity where a value lands, so only src counts there
+        ident = {'sum': 0, 'mean': 0, 'prod': 1}.get(reduce)
+        if ident is None:
+            ident = (np.inf if reduce == 'amin' else -np.inf) if d.dtype.kind == 'f' else (
+                np.iinfo(d.dtype).max if reduce == 'amin' else np.iinfo(d.dtype).min)
+        out[touched] = ident
+    _REDUCE_AT[reduce].at(out, tgt, vals)
+    if reduce == 'mean':
+        cnt = np.bincount(tgt, minlength=d.size) + (1 if include_self else 0)
+        cnt = np.maximum(cnt, 1)
+        if d.dtype.kind == 'f':
+            out = out / cnt
+        else:                                   # PyTorch floors an integer mean
+            out = np.floor_divide(out, cnt)
+        out = out.astype(d.dtype, copy=False)
+    return out, touched
+
+
+def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
+    """``a`` with ``src``'s elements reduced (``'sum'``, ``'prod'``, ``'mean'``,
+    ``'amax'``, ``'amin'``) into the places ``index`` names along ``dim``.
+    The gradients are PyTorch's: amax/amin share each gradient evenly among the
+    elements equal to the result; prod's (zeros handled) differentiates once.
+
+    >>> import tape
+    >>> tape.zeros(2).scatter_reduce(0, tape.tensor([0, 0, 1]), tape.tensor([1., 3., 2.]), 'amax')
+    tensor([3., 2.])
+    """
+    if reduce not in _REDUCE_AT:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    a, src = _t(a), _t(src)
+    d = np.asarray(a._data)
+    tgt, vals, st, spos = _scatter_write(a, dim, index, src, 'scatter_reduce')
+    out, touched = _scatter_reduce_np(d, tgt, vals, reduce, include_self)
+    needs = grad_mode.enabled and (a._rg or src._rg)
+    if not needs:
+        return _leaf(out.reshape(d.shape))
+    if reduce == 'prod':
+        return _ScatterProd().apply(a, src, dim, index, include_self)
+    size = d.size
+    shape = d.shape
+    flat_a = _ops.reshape(a, -1)
+    srcv = take_as('index', st, vals, spos)
+    cnt = np.bincount(tgt, minlength=size).astype(d.dtype)
+    if reduce in ('sum', 'mean'):
+        total = _ops.put_flat(srcv, tgt, size)
+        if include_self:
+            total = _ops.add(total, flat_a)
+        if reduce == 'mean':
+            total = _ops.div(total, np.maximum(cnt + (1 if include_self else 0), 1))
+    else:
+        # an even share of the gradient for each element equal to the result (a choice
+        # made from the values: tape.jit must not replay it)
+        from ._tape import note_value_use
+        note_value_use('scatter_reduce')
+        src_eq = (vals == out[tgt]).astype(d.dtype)
+        self_eq = (include_self & (d.reshape(-1) == out)).astype(d.dtype)
+        share = np.bincount(tgt, weights=src_eq, minlength=size) + self_eq
+        share = np.where(share > 0, share, 1).astype(d.dtype)
+        total = _ops.put_flat(_ops.mul(srcv, src_eq / share[tgt]), tgt, size)
+        if include_self:
+            total = _ops.add(total, _ops.mul(flat_a, self_eq / share))
+    res = record_where('scatter', touched, total, flat_a, out)
+    return _ops.reshape(res, *shape)
+
+
+def _scatter_prod_fn():
+    from .autograd import Function, once_differentiable
+
+    class ScatterReduce(Function):
+        """reduce='prod': PyTorch's gradient (``scatter_reduce_backward``), zeros
+        included: each element's gradient is the product of the others reduced
+        with it; computed in NumPy, so it differentiates only once."""
+
+        @staticmethod
+        def forward(ctx, a, src, dim, index, include_self):
+            d = np.asarray(a._data)
+            tgt, vals, _, spos = _scatter_write(a, dim, index, src, 'scatter_reduce')
+            out, _ = _scatter_reduce_np(d, tgt, vals, 'prod', include_self)
+            ctx.parts = (d, tgt, vals, spos, np.asarray(src._data).shape, include_self, out)
+            return _leaf(out.reshape(d.shape))
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            d, tgt, vals, spos, src_shape, include_self, out = ctx.parts
+            g = np.asarray(grad._data).reshape(-1)
+            flat = d.reshape(-1)
+            # self: the product of the others at its place (its own zero masked to 1)
+            masked_self = np.where(flat == 0, 1, flat)
+            others, _ = _scatter_reduce_np(masked_self, tgt, vals, 'prod', include_self)
+            g_self = g * others / masked_self
+            if not include_self:
+                g_self[tgt] = 0
+            # src: result / src, except a lone zero at its place, whose gradient is
+            # the product of the others there (two zeros or more: zero)
+            src_zero = vals == 0
+            zeros_at = np.bincount(tgt, weights=src_zero, minlength=flat.size)[tgt]
+            single = src_zero & (zeros_at == 1)
+            rest, _ = _scatter_reduce_np(flat, tgt, np.where(single, 1, vals), 'prod',
+                                         include_self)
+            g_vals = np.where(single, g[tgt] * rest[tgt],
+                              g[tgt] * out[tgt] / np.where(src_zero, 1, vals))
+            g_src = np.zeros(int(np.prod(src_shape)), d.dtype)
+            np.add.at(g_src, spos, g_vals)
+            return (_leaf(g_self.reshape(d.shape).astype(d.dtype, copy=False)),
+                    _leaf(g_src.reshape(src_shape)), None, None, None)
+    from .autograd.function import _register_node_class
+    ScatterReduce._backward_name = 'ScatterReduceBackward0'     # PyTorch's node name
+    _register_node_class('ScatterReduceBackward0')
+    return ScatterReduce
+
+
+def _ScatterProd():
+    if not _PROD:
+        _PROD.append(_scatter_prod_fn())
+    return _PROD[0]
+
+
+_PROD = []

@@ -21,8 +21,16 @@ from ._dtypes import default_dtype as _default_dtype
 _np_scalar_types = (np.floating, np.integer, np.bool_)
 
 
-# Printing follows torch/_tensor_str.py with its default options.
-_PRECISION, _THRESHOLD, _EDGEITEMS, _LINEWIDTH = 4, 1000, 3, 80
+# Printing follows torch/_tensor_str.py; tape.set_printoptions changes these.
+class _PrintOptions:
+    precision = 4
+    threshold = 1000
+    edgeitems = 3
+    linewidth = 80
+    sci_mode = None             # None: chosen per tensor; True/False: forced
+
+
+PRINT_OPTS = _PrintOptions()
 
 
 class _Formatter:
@@ -48,25 +56,26 @@ class _Formatter:
             if v != math.ceil(v):
                 self.int_mode = False
                 break
-        self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4 \
+            if PRINT_OPTS.sci_mode is None else PRINT_OPTS.sci_mode
         if self.sci_mode:
-            fmt, extra = f'{{:.{_PRECISION}e}}', 0
+            fmt, extra = f'{{:.{PRINT_OPTS.precision}e}}', 0
         elif self.int_mode:
             fmt, extra = '{:.0f}', 1
         else:
-            fmt, extra = f'{{:.{_PRECISION}f}}', 0
+            fmt, extra = f'{{:.{PRINT_OPTS.precision}f}}', 0
         self.max_width = max(len(fmt.format(v)) for v in vals) + extra
 
     def format(self, v):
         if self.floating:
             if self.sci_mode:
-                s = f'{{:{self.max_width}.{_PRECISION}e}}'.format(v)
+                s = f'{{:{self.max_width}.{PRINT_OPTS.precision}e}}'.format(v)
             elif self.int_mode:
                 s = f'{v:.0f}'
                 if not (math.isinf(v) or math.isnan(v)):
                     s += '.'
             else:
-                s = f'{{:.{_PRECISION}f}}'.format(v)
+                s = f'{{:.{PRINT_OPTS.precision}f}}'.format(v)
         else:
             s = f'{v}'
         return (self.max_width - len(s)) * ' ' + s
@@ -76,7 +85,7 @@ def _summarized(a):
     """torch's ``get_summarized_data``: the edge items every dimension keeps."""
     if a.ndim == 0:
         return a
-    e = _EDGEITEMS
+    e = PRINT_OPTS.edgeitems
     if a.ndim == 1:
         return np.concatenate((a[:e], a[-e:])) if a.shape[0] > 2 * e else a
     rows = list(range(e)) + list(range(a.shape[0] - e, a.shape[0])) \
@@ -85,8 +94,8 @@ def _summarized(a):
 
 
 def _vector_str(a, indent, summarize, fmt):
-    per_line = max(1, math.floor((_LINEWIDTH - indent) / (fmt.max_width + 2)))
-    e = _EDGEITEMS
+    per_line = max(1, math.floor((PRINT_OPTS.linewidth - indent) / (fmt.max_width + 2)))
+    e = PRINT_OPTS.edgeitems
     if summarize and a.shape[0] > 2 * e:
         data = ([fmt.format(v) for v in a[:e].tolist()] + [' ...']
                 + [fmt.format(v) for v in a[-e:].tolist()])
@@ -101,7 +110,7 @@ def _nd_str(a, indent, summarize, fmt):
         return fmt.format(a.item())
     if a.ndim == 1:
         return _vector_str(a, indent, summarize, fmt)
-    e, n = _EDGEITEMS, a.shape[0]
+    e, n = PRINT_OPTS.edgeitems, a.shape[0]
     if summarize and n > 2 * e:
         slices = ([_nd_str(a[i], indent + 1, summarize, fmt) for i in range(e)] + ['...']
                   + [_nd_str(a[i], indent + 1, summarize, fmt) for i in range(n - e, n)])
@@ -115,7 +124,7 @@ def _fmt_data(d, indent=7):
     a = np.asarray(d)
     if a.size == 0:
         return '[]'
-    summarize = a.size > _THRESHOLD
+    summarize = a.size > PRINT_OPTS.threshold
     return _nd_str(a, indent, summarize, _Formatter(_summarized(a) if summarize else a))
 
 
@@ -129,7 +138,7 @@ def _add_suffixes(s, suffixes, indent):
     last = len(s) - s.rfind('\n') + 1
     for suffix in suffixes:
         n = len(suffix) + suffix.startswith('dtype=tape.')
-        if last + n + 2 > _LINEWIDTH:
+        if last + n + 2 > PRINT_OPTS.linewidth:
             out.append(',\n' + ' ' * indent + suffix)
             last = indent + n
         else:
@@ -636,6 +645,7 @@ class Tensor:
         if dtype is None:
             name = _TYPE_NAMES.get(self._data.dtype)
             return 'tape.' + name if name else str(self._data.dtype)
+        dtype = getattr(dtype, '_legacy_dtype', dtype)     # x.type(tape.DoubleTensor)
         if isinstance(dtype, str):
             module, _, name = dtype.rpartition('.')
             if module not in ('torch', 'tape') or name not in _TYPE_DTYPES:

@@ -12,7 +12,7 @@ from ._tensor import Tensor, _leaf
 
 __all__ = ['norm', 'vector_norm', 'matrix_norm', 'matmul', 'solve', 'inv', 'det', 'slogdet',
            'cholesky', 'eigh', 'eigvalsh', 'qr', 'svd', 'svdvals', 'lstsq', 'matrix_power',
-           'LinAlgError']
+           'LinAlgError', 'pinv', 'matrix_exp', 'solve_triangular', 'matrix_rank']
 
 
 def matrix_norm(a, ord='fro', dim=(-2, -1), keepdim=False, dtype=None):  # noqa: A002
@@ -210,8 +210,39 @@ def slogdet(A, *, out=None):
     """``torch.linalg.slogdet``: ``(sign, log|det A|)``; the sign is a constant."""
     import numpy as np
     A = _square(A, 'slogdet')
-    sign = np.linalg.slogdet(np.asarray(A._data))[0]
-    return _leaf(np.asarray(sign)), _DET[1].apply(A)
+    sign = np.asarray(np.linalg.slogdet(np.asarray(A._data))[0])
+    if A._rg and _grad_enabled():
+        # PyTorch's sign requires grad too; a real sign is piecewise constant, so
+        # its node passes no gradient on
+        sign = _sign_fn().apply(A, sign)
+    else:
+        sign = _leaf(sign)
+    return _SLOGDET(sign, _DET[1].apply(A))
+
+
+_SIGN = []
+
+
+def _grad_enabled():
+    from ._tape import grad_mode
+    return grad_mode.enabled
+
+
+def _sign_fn():
+    if not _SIGN:
+        from .autograd import Function
+
+        class LinalgSlogdetSign(Function):
+            @staticmethod
+            def forward(ctx, A, sign):
+                return _leaf(sign)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return None, None
+        LinalgSlogdetSign._backward_name = 'LinalgSlogdetBackward0'
+        _SIGN.append(LinalgSlogdetSign)
+    return _SIGN[0]
 
 
 def logdet(A):
@@ -480,6 +511,7 @@ def _named_tuple(name, fields):
 _EIGH = _named_tuple('linalg_eigh', ['eigenvalues', 'eigenvectors'])
 _QR = _named_tuple('linalg_qr', ['Q', 'R'])
 _SVD = _named_tuple('linalg_svd', ['U', 'S', 'Vh'])
+_SLOGDET = _named_tuple('linalg_slogdet', ['sign', 'logabsdet'])
 _LSTSQ = _named_tuple('linalg_lstsq', ['solution', 'residuals', 'rank', 'singular_values'])
 
 
@@ -544,8 +576,12 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if A.shape[-2] != B.shape[-2]:
         raise RuntimeError(f'torch.linalg.lstsq: input.size(-2) should match other.size(-2)'
                            f'{"" if not vec else " (treating other as a batch of vectors)"}')
-    fn = _fns()['lstsq']
-    X = fn.apply(A, B, rcond)
+    if A.shape[-2] < A.shape[-1] and (A._rg or B._rg) and _grad_enabled():
+        # a wide full-rank A: the minimum-norm solution A^T (A A^T)^-1 B, written in
+        # differentiable ops so its gradient is that of PyTorch's pseudo-inverse
+        X = A.mT @ solve(A @ A.mT, B)
+    else:
+        X = _fns()['lstsq'].apply(A, B, rcond)
     if vec:
         X = X.squeeze(-1)
     empty = np.zeros((0,), A._data.dtype)
@@ -577,3 +613,169 @@ def matrix_power(A, n, *, out=None):
         if not n:
             return result
         base = base @ base
+
+
+# -- pseudo-inverse, matrix exponential, triangular solve, rank ---------------------
+
+def _tolerance(s, shape, atol, rtol):
+    """The cutoff below which a singular value counts as zero (PyTorch's rule: rtol
+    defaults to eps * max(m, n) when neither tolerance is given, else to 0)."""
+    import numpy as np
+    if rtol is None:
+        rtol = np.finfo(s.dtype).eps * max(shape[-2:]) if atol is None else 0.0
+    smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,))
+    return np.maximum(0.0 if atol is None else atol, rtol * smax)
+
+
+def _pinv_np(a, atol, rtol):
+    import numpy as np
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    cut = _tolerance(s, a.shape, atol, rtol)
+    with np.errstate(divide='ignore'):
+        sinv = np.where(s > cut, 1.0 / s, 0.0).astype(a.dtype)
+    v, uh = np.swapaxes(vh, -1, -2), np.swapaxes(u, -1, -2)
+    return np.ascontiguousarray(v @ (sinv[..., None] * uh))
+
+
+_PINV = []
+
+
+def _pinv_fn():
+    if _PINV:
+        return _PINV[0]
+    from .autograd import Function
+
+    class LinalgPinv(Function):
+        """``A+`` by SVD; the backward is PyTorch's ``pinv_backward`` (valid while the
+        rank stays put), in tape ops on a recomputed ``A+`` so it differentiates again."""
+        @staticmethod
+        def forward(ctx, A, atol, rtol):
+            import numpy as np
+            ctx.save_for_backward(A)
+            ctx.tols = (atol, rtol)
+            return _leaf(_pinv_np(np.asarray(A._data), atol, rtol))
+
+        @staticmethod
+        def backward(ctx, g):
+            A, = ctx.saved_tensors
+            P = LinalgPinv.apply(A, *ctx.tols)
+            m, n = A.shape[-2], A.shape[-1]
+            gh, Ph = g.mT, P.mT
+            if m <= n:
+                K = gh @ P
+                KPh = K @ Ph
+                gA = -(P @ K).mT + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)
+            else:
+                K = P @ gh
+                PhK = Ph @ K
+                gA = -(K @ P).mT + PhK - (PhK @ P) @ A + (gh - A @ K) @ P @ Ph
+            return gA, None, None
+    _PINV.append(LinalgPinv)
+    return LinalgPinv
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
+    """``torch.linalg.pinv``: the Moore-Penrose pseudo-inverse (singular values at or
+    below ``max(atol, rtol * largest)`` count as zero).  Differentiable while the rank
+    does not change.
+
+    >>> import tape
+    >>> tape.linalg.pinv(tape.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    A = _matrices(A, 'pinv', square=False)
+    if isinstance(atol, Tensor) or isinstance(rtol, Tensor):
+        raise NotImplementedError('linalg.pinv: tensor tolerances are not supported')
+    return _pinv_fn().apply(A, atol, rtol)
+
+
+def pinverse(input, rcond=1e-15):  # noqa: A002
+    """``torch.pinverse``: ``linalg.pinv`` with relative tolerance ``rcond``."""
+    return pinv(input, rtol=rcond)
+
+
+# Higham (2005), "The scaling and squaring method for the matrix exponential
+# revisited": the [13/13] Pade coefficients and the 1-norm up to which they suffice
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+_THETA13 = 5.371920351148152
+
+
+def matrix_exp(A):
+    """``torch.linalg.matrix_exp``: ``e^A`` by scaling and squaring with the [13/13]
+    Pade approximant, written in matmul and solve, so it is differentiable to any order.
+
+    >>> import tape
+    >>> tape.linalg.matrix_exp(tape.zeros(2, 2))
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
+    import numpy as np
+    from ._tape import note_value_use
+    A = _square(A, 'matrix_exp')
+    a = np.asarray(A._data)
+    if a.dtype.kind != 'f':
+        raise RuntimeError(f'linalg.matrix_exp: Expected a floating point tensor (got {a.dtype})')
+    if a.size == 0:
+        return _ops.mul(A, 1.0)
+    note_value_use('matrix_exp')        # the number of squarings depends on the values
+    norm1 = float(np.abs(a).sum(axis=-2).max()) if a.size else 0.0
+    s = max(0, int(np.ceil(np.log2(norm1 / _THETA13)))) if norm1 > _THETA13 else 0
+    X = A / float(2 ** s) if s else A
+    b = _PADE13
+    eye = _ops._const(np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape).copy())
+    X2 = X @ X
+    X4 = X2 @ X2
+    X6 = X4 @ X2
+    U = X @ (X6 @ (b[13] * X6 + b[11] * X4 + b[9] * X2)
+             + b[7] * X6 + b[5] * X4 + b[3] * X2 + b[1] * eye)
+    V = X6 @ (b[12] * X6 + b[10] * X4 + b[8] * X2) + b[6] * X6 + b[4] * X4 + b[2] * X2 \
+        + b[0] * eye
+    R = solve(V - U, V + U)
+    for _ in range(s):
+        R = R @ R
+    return R
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """``torch.linalg.solve_triangular``: ``X`` with ``A X = B`` (``X A = B`` when not
+    ``left``), reading only ``A``'s upper or lower triangle (its diagonal taken as ones
+    when ``unitriangular``), so ``A``'s gradient lies in that triangle.
+
+    >>> import tape
+    >>> tape.linalg.solve_triangular(tape.tensor([[2.0, 1.0], [0.0, 4.0]]),
+    ...                              tape.tensor([[3.0], [4.0]]), upper=True)
+    tensor([[1.],
+            [1.]])
+    """
+    import numpy as np
+    A = _square(A, 'solve_triangular')
+    B = B if isinstance(B, Tensor) else _ops._const(B, A)
+    if B.dim() < 2:
+        raise RuntimeError(f'linalg.solve_triangular: The input tensor B must have at least 2 '
+                           f'dimensions (got {B.dim()})')
+    k = 1 if unitriangular else 0
+    T = A.triu(k) if upper else A.tril(-k)
+    if unitriangular:
+        T = T + _ops._const(np.eye(A.shape[-1], dtype=np.asarray(A._data).dtype))
+    return solve(T, B, left=left)
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None, out=None):
+    """``torch.linalg.matrix_rank``: the number of singular values above
+    ``max(atol, rtol * largest)`` (``tol`` is the older name of ``atol``), int64.
+
+    >>> import tape
+    >>> tape.linalg.matrix_rank(tape.tensor([[1.0, 2.0], [2.0, 4.0]]))
+    tensor(1)
+    """
+    import numpy as np
+    A = _matrices(A, 'matrix_rank', square=False)
+    if tol is not None:
+        atol = tol
+    a = np.asarray(A._data)
+    s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
+    cut = _tolerance(s, a.shape, atol, rtol)
+    return _leaf(np.asarray((s > cut).sum(axis=-1), dtype=np.int64))

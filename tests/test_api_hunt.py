@@ -207,8 +207,6 @@ def test_gradcheck(name, call, inputs):
     assert tape.autograd.gradcheck(lambda *xs: call(tape, *xs), tuple(leaves))
 
 
-@pytest.mark.xfail(strict=True, reason='tape/linalg.py (not this change): lstsq\'s gradient '
-                   'for a wide (underdetermined) matrix differs from PyTorch\'s minimum-norm one')
 def test_lstsq_gradient_wide_matrix():
     a, b = A, B[:, :2]
     ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b)
@@ -218,7 +216,5 @@ def test_lstsq_gradient_wide_matrix():
     np.testing.assert_allclose(pa.grad.numpy(), ta.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason='unique keeps requires_grad off; PyTorch\'s output '
-                   'requires grad (its backward then raises)')
 def test_unique_requires_grad():
     assert tape.unique(tape.tensor([1.0, 1.0], requires_grad=True)).requires_grad

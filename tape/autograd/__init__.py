@@ -15,12 +15,15 @@ from .._sweep import run
 from .._tensor import Tensor, _leaf
 
 from .function import Function, FunctionCtx, once_differentiable
+from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
+                      is_anomaly_enabled, set_detect_anomaly, watching as _watching)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from . import functional  # noqa: E402
 
 __all__ = ['backward', 'grad', 'Variable', 'Function', 'FunctionCtx', 'once_differentiable',
            'gradcheck', 'gradgradcheck', 'GradcheckError',
-           'no_grad', 'enable_grad', 'set_grad_enabled', 'is_grad_enabled']
+           'no_grad', 'enable_grad', 'set_grad_enabled', 'is_grad_enabled',
+           'detect_anomaly', 'set_detect_anomaly']
 
 
 def _seq(x):
@@ -79,6 +82,15 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     >>> w.grad
     tensor([6.])
     """
+    if not is_anomaly_enabled():        # (a context manager per call costs ~1.5 us)
+        return _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables,
+                         inputs)
+    with _watching(_seq(tensors)):      # anomaly mode's NaN check (tape/autograd/anomaly.py)
+        _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+
+
+def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+              grad_variables=None, inputs=None):
     if grad_variables is not None:
         grad_tensors = grad_variables
     outputs = _seq(tensors)
@@ -146,6 +158,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     Leaves' ``.grad`` are left untouched.
     """
+    if not is_anomaly_enabled():
+        return _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
+                     allow_unused, is_grads_batched, materialize_grads)
+    with _watching(_seq(outputs)):      # anomaly mode's NaN check (tape/autograd/anomaly.py)
+        return _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
+                     allow_unused, is_grads_batched, materialize_grads)
+
+
+def _grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     outs = _seq(outputs)
     ins = _seq(inputs)
     single = isinstance(inputs, Tensor)
