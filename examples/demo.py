@@ -115,6 +115,23 @@ def main():
         wc.grad = bc.grad = None
     print('  ', compiled.stats())
 
+    print('\n== torch.nn and torch.optim, with only the import changed ==')
+    tape.manual_seed(0)
+    model = tape.nn.Sequential(tape.nn.Linear(2, 16), tape.nn.Tanh(), tape.nn.Linear(16, 2))
+    opt = tape.optim.Adam(model.parameters(), lr=0.05)
+    loss_fn = tape.nn.CrossEntropyLoss()
+    pts = tape.randn(200, 2)
+    labels = ((pts[:, 0] * pts[:, 1]) > 0).long()      # XOR-like quadrants
+    for step in range(201):
+        opt.zero_grad()
+        loss = loss_fn(model(pts), labels)
+        loss.backward()
+        opt.step()
+        if step % 50 == 0:
+            acc = (model(pts).argmax(1) == labels).float().mean().item()
+            print(f'  step {step:3d}: loss {loss.item():.4f}, accuracy {acc:.2f}')
+    print(model)
+
 
 if __name__ == '__main__':
     main()
