@@ -1063,7 +1063,7 @@ def _op_gelu_tanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * (0.5 * (1.0 + math.tanh(0.7978845608028654 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i]))) + 0.5 * V[uv0 + i] * (1.0 - math.tanh(0.7978845608028654 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i])) * math.tanh(0.7978845608028654 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i]))) * 0.7978845608028654 * (1.0 + 0.134145 * V[uv0 + i] * V[uv0 + i]))
+            G[ug + i] += G[ugo + i] * (sigmoid(1.5957691216057308 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i])) + 2.0 * V[uv0 + i] * sigmoid(1.5957691216057308 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i])) * sigmoid(-1.5957691216057308 * (V[uv0 + i] + 0.044715 * V[uv0 + i] * V[uv0 + i] * V[uv0 + i])) * 0.7978845608028654 * (1.0 + 0.134145 * V[uv0 + i] * V[uv0 + i]))
     return -1
 
 
