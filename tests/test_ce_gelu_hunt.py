@@ -1,4 +1,4 @@
-"""cross_entropy (class indices) and gelu tanh (sigmoid backward) vs PyTorch."""
+"""cross_entropy (class indices, one record) and gelu tanh (sigmoid backward) vs PyTorch."""
 import numpy as np
 import pytest
 
@@ -103,6 +103,33 @@ def test_cross_entropy_second_order(reduction, shape):
     assert tape.autograd.gradgradcheck(
         lambda z: F.cross_entropy(z, tape.tensor(t), weight=tape.tensor(w), reduction=reduction),
         (tape.tensor(x, requires_grad=True),))
+
+
+def test_cross_entropy_one_record_no_float64_copy(monkeypatch):
+    """Structural: the result is one record (NllLossBackward0 on the input's leaf),
+    and no float64 array is made from float32 logits on the way."""
+    x = np.random.default_rng(0).standard_normal((16, 10)).astype(np.float32)
+    xa = tape.tensor(x, requires_grad=True)
+    t = tape.tensor(np.arange(16) % 10)
+    y = F.cross_entropy(xa, t)
+    assert y.grad_fn.name() == 'NllLossBackward0'
+    nxt = [n for n, _ in y.grad_fn.next_functions if n is not None]
+    assert [n.name() for n in nxt] == ['AccumulateGrad']
+    made = []
+    real_exp, real_log = np.exp, np.log
+
+    def spy(f):
+        def g(*a, **k):
+            r = f(*a, **k)
+            made.append(np.asarray(r).dtype)
+            return r
+        return g
+    monkeypatch.setattr(np, 'exp', spy(real_exp))
+    monkeypatch.setattr(np, 'log', spy(real_log))
+    y = F.cross_entropy(xa, t)
+    y.backward()
+    assert made and all(m == np.float32 for m in made)
+    assert xa.grad.dtype == tape.float32
 
 
 def test_cross_entropy_in_jit_matches_eager():

@@ -27,6 +27,15 @@ KNOWN_REASONS = (
     'constant input',
     'large-tensor record',
 )
+# rows recorded eagerly as one fused custom Function (tape/nn/_cross_entropy.py);
+# their composite form did not replay either (it subtracts the row maximum, a
+# constant computed from the data)
+FUSED_ROWS = ('cross_entropy',)
+
+
+def _known(name, why):
+    return any(r in why for r in KNOWN_REASONS) or (
+        name.startswith(FUSED_ROWS) and 'a custom Function' in why)
 
 
 def run_replay(R, F, V, Vt, A, start=0, stop=None):
@@ -102,7 +111,7 @@ def test_replay_matches_eager(case, sample):
     xs, y = _record(lambda *a: case.fn(tape, *a), make_inputs(case, sample))
     ok, why = check_replay(y)
     if not ok:
-        assert any(r in why for r in KNOWN_REASONS), why
+        assert _known(case.name, why), why
         pytest.skip(f'not replayable: {why}')
 
 
@@ -125,7 +134,7 @@ def test_most_rows_replay():
     # that subtract a constant computed from the data (softmax's row maximum,
     # logsumexp, cross_entropy) or add one (cat with a constant part)
     for name, why in reasons.items():
-        assert any(r in why for r in KNOWN_REASONS), (name, why)
+        assert _known(name, why), (name, why)
 
 
 # ------------------------------------------------ NaN, inf and signed zeros

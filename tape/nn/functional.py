@@ -232,6 +232,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise RuntimeError(f'cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: '
                            f'{label_smoothing}')
     inp = _t(input)
+    if not label_smoothing:
+        fast = _ce_indices_args(inp, target, weight, ignore_index, reduction)
+        if fast is not None:
+            # one record with a fused backward (tape/nn/_cross_entropy.py)
+            return _ce_indices(inp, *fast, ignore_index, reduction)
     si = np.shape(inp._data)
     cdim = 0 if len(si) == 1 else 1
     logp = log_softmax(inp, cdim)
@@ -277,6 +282,41 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         smooth = _reduce(smooth, reduction, 'cross_entropy')
     return _ops.add(_ops.mul(nll, 1.0 - label_smoothing),
                     _ops.mul(smooth, label_smoothing / ncls))
+
+
+def _ce_indices_args(inp, target, weight, ignore_index, reduction):
+    """(targets, weights) as arrays when cross_entropy can take the one-record
+    path: float32/float64 logits, in-range integer class indices of the right
+    shape, a weight of the input's dtype and shape (C,), a known reduction.
+    None otherwise: the composite path then gives the result or PyTorch's error."""
+    from .. import _jit
+    if getattr(_jit._tracing, 'proxies', None) is not None:
+        # tape.jit is tracing: the composite's records replay, a custom Function
+        # would make the whole call run eagerly
+        return None
+    d = np.asarray(inp._data)
+    if d.dtype not in (np.float32, np.float64) or d.ndim == 0 or d.size == 0 \
+            or reduction not in ('mean', 'sum', 'none'):
+        return None
+    td = np.asarray(target._data if isinstance(target, Tensor) else target)
+    if td.dtype.kind not in 'iu':
+        return None
+    cdim = 0 if d.ndim == 1 else 1
+    ncls = d.shape[cdim]
+    if td.shape != d.shape[:cdim] + d.shape[cdim + 1:]:
+        return None
+    td = td.astype(np.int64, copy=False)
+    ok = (td >= 0) & (td < ncls)
+    if not ok.all() and not (ok | (td == ignore_index)).all():
+        return None
+    w = None
+    if weight is not None:
+        if not isinstance(weight, Tensor):
+            return None
+        w = np.asarray(weight._data)
+        if w.dtype != d.dtype or w.shape != (ncls,):
+            return None
+    return td, w
 
 
 def _same_shape(inp, tgt, opname):
@@ -1583,6 +1623,7 @@ def bilinear(input1, input2, weight, bias=None):
 
 # convolution and pooling live in their own module; exported here as torch.nn.functional does
 from ._layer_norm import layer_norm as _layer_norm_fn  # noqa: E402
+from ._cross_entropy import cross_entropy_indices as _ce_indices  # noqa: E402
 from ._conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: E402
                     max_pool1d, max_pool2d)
 __all__ += ['conv1d', 'conv2d', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
