@@ -28,6 +28,7 @@ from ._tensor import (device, strided, preserve_format, contiguous_format,  # no
 from ._tape import grad_mode as _mode
 from . import _dtypes
 from . import autograd
+from .autograd import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa: F401
 from . import func
 from ._sweep import run_scalar as _run_scalar
 
@@ -421,7 +422,9 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     d = np.asarray(input._data)
     if dim is not None:
         dim = _norm_dim(dim, d.ndim, 'unique')
-    values, inverse, counts = np.unique(d, return_inverse=True, return_counts=True, axis=dim)
+    # NaNs stay distinct, as PyTorch's (NumPy's default merges them)
+    values, inverse, counts = np.unique(d, return_inverse=True, return_counts=True, axis=dim,
+                                        equal_nan=False)
     out = _no_derivative((input,), values, 'Unique2Backward0',
                          "the derivative for '_unique2' is not implemented.")
     if not (return_inverse or return_counts):
@@ -916,6 +919,20 @@ class Generator:
     def initial_seed(self):
         return self._seed
 
+    def seed(self):
+        """Reseed from fresh entropy and return the seed."""
+        self.manual_seed(np.random.SeedSequence().entropy % (2 ** 63))
+        return self._seed
+
+    def get_state(self):
+        """This generator's state as a uint8 tensor (see ``get_rng_state``)."""
+        return _rng_state_of(self._rng)
+
+    def set_state(self, new_state):
+        """Restore a state from ``get_state`` (or ``get_rng_state``)."""
+        _load_rng_state(self._rng, new_state)
+        return self
+
 
 def _invert(a):
     # ~x: PyTorch's operator raises TypeError for a floating tensor
@@ -1156,13 +1173,21 @@ def initial_seed():
 def get_rng_state():
     """The default generator's state as a uint8 tensor (the bit generator's state
     as JSON bytes: tape's generator is NumPy's, so the bytes are not PyTorch's)."""
-    import json
-    raw = json.dumps(_rng[0].bit_generator.state).encode()
-    return _leaf(np.frombuffer(raw, np.uint8).copy())
+    return _rng_state_of(_rng[0])
 
 
 def set_rng_state(new_state):
     """Restore a state from ``get_rng_state``."""
+    _load_rng_state(_rng[0], new_state)
+
+
+def _rng_state_of(rng):
+    import json
+    raw = json.dumps(rng.bit_generator.state).encode()
+    return _leaf(np.frombuffer(raw, np.uint8).copy())
+
+
+def _load_rng_state(rng, new_state):
     import json
     d = np.asarray(new_state._data if isinstance(new_state, Tensor) else new_state)
     if d.dtype != np.uint8 or d.ndim != 1:
@@ -1170,7 +1195,7 @@ def set_rng_state(new_state):
                         f'shape {tuple(d.shape)})')
     try:
         state = json.loads(d.tobytes().decode())
-        _rng[0].bit_generator.state = state
+        rng.bit_generator.state = state
     except (ValueError, TypeError, KeyError) as e:
         raise RuntimeError(f'set_rng_state: not a state from tape.get_rng_state ({e})') from None
 
@@ -1193,6 +1218,13 @@ def set_num_threads(n):
 # ------------------------------------------------------------- printing
 _PRINT_PROFILES = {'default': (4, 1000, 3, 80), 'short': (2, 1000, 2, 80),
                    'full': (4, builtins.float('inf'), 3, 80)}
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """``torch.set_anomaly_enabled``: turn anomaly mode on or off (see
+    ``tape.autograd.set_detect_anomaly``, its context-manager form)."""
+    from .autograd.anomaly import _set
+    _set(enabled, check_nan)
 
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,

@@ -1582,14 +1582,24 @@ def sinc(input):  # noqa: A002
 
 
 def copysign(input, other):  # noqa: A002
-    """``|input|`` with the sign bit of ``other`` (whose gradient is zero)."""
-    a = _float_input(_t(input))
+    """``|input|`` with the sign bit of ``other`` (whose gradient is zero), in the
+    promoted dtype of the two (a float one), as PyTorch."""
+    from . import result_type
+    a = _t(input)
     o = _np(other) if isinstance(other, Tensor) else np.asarray(other)
+    if isinstance(other, Tensor):
+        dt = np.dtype(result_type(a, other))
+        if dt.kind not in 'fc':
+            dt = np.dtype(default_dtype[0])
+        if dt != _np(a).dtype:
+            a = _ops.to(a, dt)
+    else:
+        a = _float_input(a)
     out = _ops.mul(_ops.abs_(a), np.where(np.signbit(o), -1, 1).astype(_np(a).dtype))
-    if isinstance(other, Tensor) and other._rg and grad_mode.enabled \
-            and _np(other).dtype == _np(out).dtype:
+    if isinstance(other, Tensor) and other._rg and grad_mode.enabled:
         # PyTorch gives other a zero gradient (not None): a where that never picks it
-        out = _ew.where(np.zeros(_np(out).shape, bool), other, out)
+        b = other if _np(other).dtype == _np(out).dtype else _ops.to(other, _np(out).dtype)
+        out = _ew.where(np.zeros(_np(out).shape, bool), b, out)
     return out
 
 

@@ -427,8 +427,9 @@ def _fns():
             return (U * gS.unsqueeze(-2)) @ Vh
 
     class LinalgLstsq(Function):
-        """``X = argmin |AX - B|`` (full-rank tall A): with ``Y = (A^T A)^-1 gX``,
-        ``gB = A Y``, ``gA = (B - A X) Y^T - A Y X^T``."""
+        """``X = argmin |AX - B|`` (the minimum-norm one).  The gradient is PyTorch's:
+        that of ``X = pinv(A) B``, so it holds for wide and rank-deficient ``A`` too
+        (the normal equations ``(A^T A)^-1`` are singular there)."""
         @staticmethod
         def forward(ctx, A, B, rcond):
             a, b = arr(A), arr(B)
@@ -439,16 +440,19 @@ def _fns():
             x = np.stack(xs).reshape(batch + (a.shape[-1], b.shape[-1])) if xs else \
                 np.zeros(batch + (a.shape[-1], b.shape[-1]), a.dtype)
             out = _leaf(np.ascontiguousarray(x, dtype=a.dtype))
-            ctx.save_for_backward(A, B, out)
+            ctx.save_for_backward(A, B)
             return out
 
         @staticmethod
         def backward(ctx, gX, *_):
-            A, B, X = ctx.saved_tensors
-            Y = solve(A.mT @ A, gX)
-            AY = A @ Y
-            gA = (B - A @ X) @ Y.mT - AY @ X.mT
-            return _sum_to(gA, tuple(A.shape)), _sum_to(AY, tuple(B.shape)), None
+            A, B = ctx.saved_tensors
+            P = _pinv_fn().apply(A, None, None)
+            gA = gB = None
+            if ctx.needs_input_grad[0]:
+                gA = _sum_to(_pinv_backward(gX @ B.mT, A, P), tuple(A.shape))
+            if ctx.needs_input_grad[1]:
+                gB = _sum_to(P.mT @ gX, tuple(B.shape))
+            return gA, gB, None
 
     _FNS.update(cholesky=LinalgCholesky, eigh=LinalgEigh, qr=LinalgQR, svd=LinalgSVD,
                 svdvals=LinalgSvdvals, lstsq=LinalgLstsq)
@@ -557,12 +561,25 @@ def svdvals(A, *, driver=None, out=None):
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
-    """``torch.linalg.lstsq``: ``(solution, residuals, rank, singular_values)``; the
-    solution is differentiable for full-rank A with ``nrows >= ncols``; residuals and
-    singular_values are empty (torch's default CPU driver 'gelsy')."""
+    """``torch.linalg.lstsq``: ``(solution, residuals, rank, singular_values)`` with
+    PyTorch's per-driver outputs: ``rank`` except for 'gels', ``singular_values``
+    for 'gelsd' and 'gelss', ``residuals`` (the squared residual norm per column)
+    for a tall A of full rank except with 'gelsy', the CPU default.  The solution
+    and residuals are differentiable (as ``pinv(A) @ B``, PyTorch's gradient).
+
+    >>> import tape
+    >>> A = tape.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> tape.linalg.lstsq(A, tape.tensor([[1.0], [2.0], [3.0]]), driver='gelsd').residuals
+    tensor([9.])
+    """
     import numpy as np
     A = _matrices(A, 'lstsq', square=False)
     B = B if isinstance(B, Tensor) else _ops._const(B, A)
+    if driver is None:
+        driver = 'gelsy'
+    if driver not in ('gels', 'gelsy', 'gelsd', 'gelss'):
+        raise RuntimeError('torch.linalg.lstsq: parameter `driver` should be one of '
+                           '(gels, gelsy, gelsd, gelss)')
     if A.dtype != B.dtype:
         raise RuntimeError(f'torch.linalg.lstsq: Expected input and other to have the same '
                            f'dtype, but got input with dtype {A.dtype} and other with dtype '
@@ -576,17 +593,24 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if A.shape[-2] != B.shape[-2]:
         raise RuntimeError(f'torch.linalg.lstsq: input.size(-2) should match other.size(-2)'
                            f'{"" if not vec else " (treating other as a batch of vectors)"}')
-    if A.shape[-2] < A.shape[-1] and (A._rg or B._rg) and _grad_enabled():
-        # a wide full-rank A: the minimum-norm solution A^T (A A^T)^-1 B, written in
-        # differentiable ops so its gradient is that of PyTorch's pseudo-inverse
-        X = A.mT @ solve(A @ A.mT, B)
+    m, n = A.shape[-2], A.shape[-1]
+    dt = A._data.dtype
+    X = _fns()['lstsq'].apply(A, B, rcond)
+    a = np.asarray(A._data)
+    s = np.linalg.svd(a, compute_uv=False) if a.size else np.zeros(a.shape[:-2] + (0,), dt)
+    # LAPACK's rank: singular values above rcond (default eps * max(m, n)) times the largest
+    ranks = np.asarray((s > _tolerance(s, a.shape, None, rcond)).sum(axis=-1), np.int64)
+    rank = _leaf(ranks) if driver != 'gels' else _leaf(np.zeros((0,), np.int64))
+    svals = _leaf(np.ascontiguousarray(s.astype(dt))) if driver in ('gelsd', 'gelss') \
+        else _leaf(np.zeros((0,), dt))
+    if m > n and driver != 'gelsy' and bool(np.all(ranks == n)):
+        residuals = ((A @ X - B) ** 2).sum(-2)
     else:
-        X = _fns()['lstsq'].apply(A, B, rcond)
+        # empty, but an output of the solve as in PyTorch (requires_grad follows X)
+        residuals = X.reshape(-1)[:0]
     if vec:
         X = X.squeeze(-1)
-    empty = np.zeros((0,), A._data.dtype)
-    rank = np.asarray(np.linalg.matrix_rank(np.asarray(A._data)), dtype=np.int64)
-    return _LSTSQ(X, _leaf(empty), _leaf(rank), _leaf(empty))
+    return _LSTSQ(X, residuals, rank, svals)
 
 
 def matrix_power(A, n, *, out=None):
@@ -658,20 +682,24 @@ def _pinv_fn():
         @staticmethod
         def backward(ctx, g):
             A, = ctx.saved_tensors
-            P = LinalgPinv.apply(A, *ctx.tols)
-            m, n = A.shape[-2], A.shape[-1]
-            gh, Ph = g.mT, P.mT
-            if m <= n:
-                K = gh @ P
-                KPh = K @ Ph
-                gA = -(P @ K).mT + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)
-            else:
-                K = P @ gh
-                PhK = Ph @ K
-                gA = -(K @ P).mT + PhK - (PhK @ P) @ A + (gh - A @ K) @ P @ Ph
-            return gA, None, None
+            return _pinv_backward(g, A, LinalgPinv.apply(A, *ctx.tols)), None, None
     _PINV.append(LinalgPinv)
     return LinalgPinv
+
+
+def _pinv_backward(g, A, P):
+    """PyTorch's ``pinv_backward``: the gradient wrt ``A`` of ``<g, pinv(A)>`` given
+    ``P = pinv(A)`` (valid while the rank stays put), in tape ops so it
+    differentiates again."""
+    m, n = A.shape[-2], A.shape[-1]
+    gh, Ph = g.mT, P.mT
+    if m <= n:
+        K = gh @ P
+        KPh = K @ Ph
+        return -(P @ K).mT + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)
+    K = P @ gh
+    PhK = Ph @ K
+    return -(K @ P).mT + PhK - (PhK @ P) @ A + (gh - A @ K) @ P @ Ph
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):

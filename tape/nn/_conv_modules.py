@@ -244,6 +244,21 @@ class _BatchNorm(Module):
             self.register_buffer('num_batches_tracked', None)
         self.reset_parameters()
 
+    _version = 2
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs, assign=False):
+        # as PyTorch: a state dict without a version (a plain dict, or one saved before
+        # num_batches_tracked existed) may lack the count; the module keeps its own
+        version = local_metadata.get('version', None)
+        key = prefix + 'num_batches_tracked'
+        if (version is None or version < 2) and self.track_running_stats \
+                and key not in state_dict:
+            state_dict[key] = self.num_batches_tracked if self.num_batches_tracked is not None \
+                else _leaf(np.array(0, np.int64))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs, assign)
+
     def reset_running_stats(self):
         if self.track_running_stats:
             with no_grad():

@@ -402,12 +402,15 @@ class Module:
         return sorted(k for k in keys if not k[:1].isdigit())
 
     # deepcopy and pickle copy __dict__; the copies of the parameters are plain
-    # tensors (the marker is not a user attribute), so mark them again
+    # tensors (the marker is not a user attribute), so mark them again.  A copied
+    # Parameter has no .grad, as PyTorch's Parameter.__deepcopy__: an optimizer
+    # over a deep-copied model must not apply the original's stale gradients
     def __setstate__(self, state):
         self.__dict__.update(state)
         for p in self.__dict__.get('_parameters', {}).values():
             if type(p) is Tensor:
                 _mark(p)
+                p._grad = None
 
     # -- traversal --------------------------------------------------------------
     def named_modules(self, memo=None, prefix='', remove_duplicate=True):
@@ -484,8 +487,11 @@ class Module:
     def get_parameter(self, target):
         path, _, name = target.rpartition('.')
         mod = self.get_submodule(path)
+        # PyTorch's two messages: no such attribute, or one that is not a Parameter
+        if not hasattr(mod, name):
+            raise AttributeError(f'{mod._get_name()} has no attribute `{name}`')
         if name not in mod._parameters:
-            raise AttributeError(f'{mod._get_name()} has no parameter `{name}`')
+            raise AttributeError(f'`{name}` is not an nn.Parameter')
         return mod._parameters[name]
 
     # -- modes and gradients ----------------------------------------------------
@@ -652,8 +658,13 @@ class Module:
         if not hasattr(state_dict, 'keys') or not hasattr(state_dict, '__getitem__'):
             raise TypeError(f'Expected state_dict to be dict-like, got {type(state_dict)}.')
         missing, unexpected, errors = [], [], []
+        # a copy a module's _load_from_state_dict may complete (BatchNorm's count);
+        # torch's state dicts carry per-module versions in _metadata
+        metadata = getattr(state_dict, '_metadata', None)
+        state_dict = _OrderedDict(state_dict)
         for prefix, module in self._prefixed_modules():
-            module._load_from_state_dict(state_dict, prefix, {}, True, missing, unexpected,
+            local = {} if metadata is None else metadata.get(prefix[:-1], {})
+            module._load_from_state_dict(state_dict, prefix, local, True, missing, unexpected,
                                          errors, assign)
         if strict:
             if unexpected:
@@ -762,6 +773,12 @@ class Sequential(Module):
         self.add_module(str(len(self)), module)
         return self
 
+    def pop(self, key):
+        """Remove and return the module (or a Sequential of the modules) at ``key``."""
+        v = self[key]
+        del self[key]
+        return v
+
     def extend(self, sequential):
         for m in sequential:
             self.append(m)
@@ -827,6 +844,12 @@ class ModuleList(Module):
     def append(self, module):
         self.add_module(str(len(self)), module)
         return self
+
+    def pop(self, key):
+        """Remove and return the module (or a ModuleList of the modules) at ``key``."""
+        v = self[key]
+        del self[key]
+        return v
 
     def extend(self, modules):
         if isinstance(modules, (Module, Tensor)) or not hasattr(modules, '__iter__'):
