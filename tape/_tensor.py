@@ -633,7 +633,7 @@ class Tensor:
             suffixes.append('requires_grad=True')
         text = _add_suffixes('tensor(' + _fmt_data(d), suffixes, 7)
         # a parameter of tape.nn (a plain tensor with a marker: tape/nn/modules.py)
-        if self.__dict__.get('_is_param', False):
+        if self.__dict__.get(_PARAM_MARK, False):
             return 'Parameter containing:\n' + text
         return text
 
@@ -703,9 +703,11 @@ class Tensor:
         new = _TNEW(type(self))
         _init(new, np.array(self._data, copy=True), self._rg)
         memo[id(self)] = new
-        if self._grad is not None:
+        attrs = _user_attrs(self)
+        if self._grad is not None and not attrs.get(_PARAM_MARK):
+            # (PyTorch's Parameter.__deepcopy__ drops .grad; a Tensor's keeps it)
             new._grad = copy.deepcopy(self._grad, memo)
-        for k, v in _user_attrs(self).items():
+        for k, v in attrs.items():
             setattr(new, k, copy.deepcopy(v, memo))
         return new
 
@@ -740,10 +742,17 @@ def _address(a):
     return ai['data'][0] if isinstance(ai, dict) else None
 
 
+# tape.nn's marker of a parameter (tape/nn/modules.py): copied and pickled with
+# the tensor, so a copy of a Parameter is a Parameter, as in PyTorch
+_PARAM_MARK = '_is_param'
+
+
 def _user_attrs(t):
-    """Attributes a user set on the tensor (tape's own start with an underscore)."""
+    """Attributes a user set on the tensor (tape's own start with an underscore),
+    and the parameter marker."""
     d = t.__dict__
-    return {k: v for k, v in d.items() if not k.startswith('_')} if d else {}
+    return {k: v for k, v in d.items() if not k.startswith('_') or k == _PARAM_MARK} \
+        if d else {}
 
 
 def _rebuild(cls, data, requires_grad, attrs=None):

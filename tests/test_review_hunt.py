@@ -80,10 +80,6 @@ def test_functional_conv_invalid_padding_string_is_a_runtime_error():
     assert tuple(TF.conv2d(tape.ones(1, 1, 4, 4), tape.ones(1, 1, 2, 2)).shape) == (1, 1, 3, 3)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="torch's F.conv2d raises RuntimeError for a strided padding='same'; "
-                   'tests/test_conv.py::test_conv_errors pins ValueError (the nn.Conv2d '
-                   "constructor's type), so the two must change together")
 def test_functional_conv_strided_same_is_a_runtime_error():
     with pytest.raises(RuntimeError):
         torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 2, 2), stride=2,
@@ -250,9 +246,6 @@ def test_deepcopied_model_has_no_stale_gradients():
     assert results == [True, True]
 
 
-@pytest.mark.xfail(strict=True, reason='copying a lone Parameter is Tensor.__deepcopy__/'
-                   '__reduce_ex__ in tape/_tensor.py, which drop the parameter marker '
-                   '(it starts with "_", so _user_attrs skips it) and deepcopy keeps .grad')
 def test_deepcopy_and_pickle_of_a_lone_parameter_keep_it_a_parameter():
     p = tape.nn.Parameter(tape.ones(2))
     (p * 2).sum().backward()

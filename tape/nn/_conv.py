@@ -232,9 +232,8 @@ def _conv_pads(padding, k, d, n, opname, stride):
             return tuple((0, 0) for _ in range(n))
         if padding == 'same':
             if any(s != 1 for s in stride):
-                # (PyTorch's F.conv2d raises RuntimeError here; tests/test_conv.py
-                # pins ValueError: see tests/test_review_hunt.py's xfail)
-                raise ValueError("padding='same' is not supported for strided convolutions")
+                # (the nn.Conv2d constructor raises ValueError, as PyTorch's does)
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             # PyTorch puts the odd pixel of an even total on the high side
             return tuple((d[i] * (k[i] - 1) // 2, d[i] * (k[i] - 1) - d[i] * (k[i] - 1) // 2)
                          for i in range(n))
