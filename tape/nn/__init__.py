@@ -6,3 +6,5 @@ from . import modules  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import RemovableHandle  # noqa: F401
 from ._conv_modules import *  # noqa: F401,F403
+from ._rnn import *  # noqa: F401,F403
+from ._more_modules import *  # noqa: F401,F403

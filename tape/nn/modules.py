@@ -494,6 +494,17 @@ class Module:
             raise AttributeError(f'`{name}` is not an nn.Parameter')
         return mod._parameters[name]
 
+    def get_buffer(self, target):
+        """The buffer at the dotted path ``target``, with PyTorch's two messages: no
+        such attribute, or one that is not a buffer."""
+        path, _, name = target.rpartition('.')
+        mod = self.get_submodule(path)
+        if not hasattr(mod, name):
+            raise AttributeError(f'{mod._get_name()} has no attribute `{name}`')
+        if name not in mod._buffers:
+            raise AttributeError(f'`{name}` is not a buffer')
+        return mod._buffers[name]
+
     # -- modes and gradients ----------------------------------------------------
     def train(self, mode=True):
         """Set training mode (what Dropout reads) here and in every descendant."""

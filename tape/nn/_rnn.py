@@ -1,0 +1,441 @@
+"""Recurrent layers, as in ``torch.nn``: ``RNN`` (tanh or relu), ``LSTM`` (with
+``proj_size``), ``GRU`` and the cells ``RNNCell``, ``LSTMCell``, ``GRUCell``.
+
+The constructor arguments, parameter names and order (``weight_ih_l0``,
+``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``weight_hr_l0``, a ``_reverse``
+suffix for the backward direction), gate order (LSTM i, f, g, o; GRU r, z, n),
+shapes of inputs, states and outputs, and reprs are PyTorch's, so a PyTorch
+``state_dict`` loads as is. Every parameter is initialised U(-1/sqrt(hidden),
+1/sqrt(hidden)) from tape's generator, in parameter order, as PyTorch does.
+
+The layers are written with tape ops (linear, sigmoid, tanh, slicing, stack,
+cat), so they differentiate to any order without rules of their own.
+PackedSequence input is not supported.
+
+>>> import tape
+>>> _ = tape.manual_seed(0)
+>>> lstm = tape.nn.LSTM(3, 4, num_layers=2, batch_first=True)
+>>> out, (h, c) = lstm(tape.randn(5, 7, 3))
+>>> out.shape, h.shape, c.shape
+(tape.Size([5, 7, 4]), tape.Size([2, 5, 4]), tape.Size([2, 5, 4]))
+"""
+import math as _math
+import numbers as _numbers
+import warnings as _warnings
+
+import numpy as np
+
+from .. import _shapes as _sh
+from .._tensor import DTYPE_NAMES, _leaf
+from . import functional as F
+from . import init
+from .modules import Module, _empty
+
+__all__ = ['RNN', 'LSTM', 'GRU', 'RNNCell', 'LSTMCell', 'GRUCell']
+
+_GATES = {'RNN_TANH': 1, 'RNN_RELU': 1, 'LSTM': 4, 'GRU': 3}
+
+
+def _zeros(shape, like):
+    # a constant state in the input's dtype (PyTorch's default h0/c0)
+    return _leaf(np.zeros(shape, np.asarray(like._data).dtype))
+
+
+def _dt_name(t):
+    return 'torch.' + DTYPE_NAMES.get(np.dtype(t.dtype), str(t.dtype)).split('.')[-1]
+
+
+def _step(mode, xp, h, c, w_hh, b_hh, w_hr, hs):
+    """One time step of one direction of one layer. ``xp`` is the input's
+    projection ``x @ W_ih^T + b_ih`` (computed for every step at once by the caller);
+    returns the new (h, c) (c is None but for the LSTM)."""
+    hp = F.linear(h, w_hh, b_hh)
+    if mode == 'RNN_TANH':
+        return (xp + hp).tanh(), None
+    if mode == 'RNN_RELU':
+        return (xp + hp).relu(), None
+    if mode == 'LSTM':
+        g = xp + hp
+        i = g[..., 0:hs].sigmoid()
+        f = g[..., hs:2 * hs].sigmoid()
+        gg = g[..., 2 * hs:3 * hs].tanh()
+        o = g[..., 3 * hs:4 * hs].sigmoid()
+        c2 = f * c + i * gg
+        h2 = o * c2.tanh()
+        if w_hr is not None:
+            h2 = F.linear(h2, w_hr)
+        return h2, c2
+    # GRU: the reset gate multiplies the hidden projection including its bias b_hn,
+    # as PyTorch (and cuDNN) do
+    r = (xp[..., 0:hs] + hp[..., 0:hs]).sigmoid()
+    z = (xp[..., hs:2 * hs] + hp[..., hs:2 * hs]).sigmoid()
+    n = (xp[..., 2 * hs:3 * hs] + r * hp[..., 2 * hs:3 * hs]).tanh()
+    return (1 - z) * n + z * h, None
+
+
+class RNNBase(Module):
+    """What RNN, LSTM and GRU share: the parameters, their init, the argument checks
+    and the layer/direction loop."""
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0,
+                 device=None, dtype=None):
+        super().__init__()
+        # PyTorch's checks and messages, in its order
+        if not isinstance(dropout, _numbers.Number) or not 0 <= dropout <= 1 \
+                or isinstance(dropout, bool):
+            raise ValueError('dropout should be a number in range [0, 1] representing the '
+                             'probability of an element being zeroed')
+        if dropout > 0 and num_layers == 1:
+            _warnings.warn('dropout option adds dropout after all but last recurrent layer, '
+                           'so non-zero dropout expects num_layers greater than 1, but got '
+                           f'dropout={dropout} and num_layers={num_layers}', stacklevel=3)
+        if not isinstance(bias, bool):
+            raise TypeError(f'bias should be of type bool, got: {type(bias).__name__}')
+        if not isinstance(batch_first, bool):
+            raise TypeError(f'batch_first should be of type bool, got: '
+                            f'{type(batch_first).__name__}')
+        if not isinstance(input_size, int):
+            raise TypeError(f'input_size should be of type int, got: {type(input_size).__name__}')
+        if input_size <= 0:
+            raise ValueError('input_size must be greater than zero')
+        if not isinstance(hidden_size, int):
+            raise TypeError(f'hidden_size should be of type int, got: '
+                            f'{type(hidden_size).__name__}')
+        if hidden_size <= 0:
+            raise ValueError('hidden_size must be greater than zero')
+        if num_layers <= 0:
+            raise ValueError('num_layers must be greater than zero')
+        if proj_size < 0:
+            raise ValueError('proj_size should be a positive integer or zero to disable '
+                             'projections')
+        if proj_size >= hidden_size:
+            raise ValueError('proj_size has to be smaller than hidden_size')
+        if mode not in _GATES:
+            raise ValueError('Unrecognized RNN mode: ' + mode)
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = proj_size
+        gate_size = _GATES[mode] * hidden_size
+        real_hidden = proj_size if proj_size > 0 else hidden_size
+        num_directions = 2 if bidirectional else 1
+        self._flat_weights_names = []
+        self._all_weights = []
+        for layer in range(num_layers):
+            for direction in range(num_directions):
+                layer_input = input_size if layer == 0 else real_hidden * num_directions
+                suffix = '_reverse' if direction == 1 else ''
+                params = [('weight_ih', (gate_size, layer_input)),
+                          ('weight_hh', (gate_size, real_hidden))]
+                if bias:
+                    params += [('bias_ih', (gate_size,)), ('bias_hh', (gate_size,))]
+                if proj_size > 0:
+                    params += [('weight_hr', (proj_size, hidden_size))]
+                names = []
+                for base, shape in params:
+                    name = f'{base}_l{layer}{suffix}'
+                    setattr(self, name, _empty(shape, dtype))
+                    names.append(name)
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / _math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    @property
+    def _flat_weights(self):
+        # read from the module each time, so an assigned or loaded weight is used
+        return [getattr(self, n, None) for n in self._flat_weights_names]
+
+    @property
+    def all_weights(self):
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
+
+    def flatten_parameters(self):
+        """A no-op kept for PyTorch code that calls it (it matters for cuDNN only)."""
+
+    def extra_repr(self):
+        s = '{input_size}, {hidden_size}'
+        if self.proj_size != 0:
+            s += ', proj_size={proj_size}'
+        if self.num_layers != 1:
+            s += ', num_layers={num_layers}'
+        if self.bias is not True:
+            s += ', bias={bias}'
+        if self.batch_first is not False:
+            s += ', batch_first={batch_first}'
+        if self.dropout != 0:
+            s += ', dropout={dropout}'
+        if self.bidirectional is not False:
+            s += ', bidirectional={bidirectional}'
+        return s.format(**self.__dict__)
+
+    # -- forward ---------------------------------------------------------------
+    def _check_input(self, input):  # noqa: A002
+        w = self._flat_weights[0]
+        if np.dtype(input.dtype) != np.dtype(w.dtype):
+            raise ValueError(f'RNN input dtype ({_dt_name(input)}) does not match weight dtype '
+                             f'({_dt_name(w)}). Convert input: input.to({_dt_name(w)}), or '
+                             f'convert model: model.to({_dt_name(input)})')
+        if input.size(-1) != self.input_size:
+            raise RuntimeError(f'input.size(-1) must be equal to input_size. Expected '
+                               f'{self.input_size}, got {input.size(-1)}')
+
+    def _expected_hidden(self, input, hidden_size):  # noqa: A002
+        batch = input.size(0) if self.batch_first else input.size(1)
+        return (self.num_layers * (2 if self.bidirectional else 1), batch, hidden_size)
+
+    @staticmethod
+    def _check_hidden(hx, expected, msg='Expected hidden size {}, got {}'):
+        if tuple(hx.shape) != expected:
+            raise RuntimeError(msg.format(expected, list(hx.shape)))
+
+    def _run(self, x, h0, c0):
+        """The stacked, possibly bidirectional recurrence over time-major ``x``
+        (T, N, I) from the states ``h0`` (and ``c0``) of shape (L*D, N, H);
+        returns the output (T, N, D*H) and the final states, stacked as h0."""
+        mode, hs = self.mode, self.hidden_size
+        num_directions = 2 if self.bidirectional else 1
+        steps = x.size(0)
+        h_last, c_last = [], []
+        layer_in = x
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(num_directions):
+                k = layer * num_directions + direction
+                names = self._all_weights[k]
+                p = {n.split('_l')[0]: getattr(self, n) for n in names}
+                # the input projection of every step at once: one matmul, not T
+                xp = F.linear(layer_in, p['weight_ih'], p.get('bias_ih'))
+                h = h0[k]
+                c = c0[k] if c0 is not None else None
+                seq = [None] * steps
+                order = range(steps - 1, -1, -1) if direction == 1 else range(steps)
+                for t in order:
+                    h, c = _step(mode, xp[t], h, c, p['weight_hh'], p.get('bias_hh'),
+                                 p.get('weight_hr'), hs)
+                    seq[t] = h
+                h_last.append(h)
+                c_last.append(c)
+                outs.append(_sh.stack(seq, 0))
+            layer_in = outs[0] if num_directions == 1 else _sh.cat(outs, 2)
+            # dropout between layers, on every output but the last layer's, in training
+            if self.training and self.dropout > 0 and layer < self.num_layers - 1:
+                layer_in = F.dropout(layer_in, self.dropout, True)
+        h_n = _sh.stack(h_last, 0)
+        c_n = _sh.stack(c_last, 0) if c0 is not None else None
+        return layer_in, h_n, c_n
+
+    def _forward(self, input, hx, kind):  # noqa: A002
+        """Shared by RNN/GRU (``hx`` a tensor) and LSTM (``hx`` a pair)."""
+        lstm = kind == 'LSTM'
+        if input.dim() not in (2, 3):
+            if lstm:
+                raise ValueError(f'LSTM: Expected input to be 2D or 3D, got {input.dim()}D '
+                                 'instead')
+            raise ValueError(f'{kind}: Expected input to be 2D or 3D, got {input.dim()}D '
+                             'tensor instead')
+        batched = input.dim() == 3
+        batch_dim = 0 if self.batch_first else 1
+        if not batched:
+            input = input.unsqueeze(batch_dim)  # noqa: A001
+        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
+        if hx is not None:
+            states = list(hx) if lstm else [hx]
+            want = 3 if batched else 2
+            if any(s.dim() != want for s in states):
+                if lstm:
+                    raise RuntimeError(
+                        f'For {"batched 3" if batched else "unbatched 2"}-D input, hx and cx '
+                        f'should also be {want}-D but got ({states[0].dim()}-D, '
+                        f'{states[1].dim()}-D) tensors')
+                raise RuntimeError(f'For {"batched 3" if batched else "unbatched 2"}-D input, '
+                                   f'hx should also be {want}-D but got {states[0].dim()}-D '
+                                   'tensor')
+            if not batched:
+                states = [s.unsqueeze(1) for s in states]
+        self._check_input(input)
+        if hx is None:
+            states = [_zeros(self._expected_hidden(input, real_hidden), input)]
+            if lstm:
+                states.append(_zeros(self._expected_hidden(input, self.hidden_size), input))
+        if lstm:
+            self._check_hidden(states[0], self._expected_hidden(input, real_hidden),
+                               'Expected hidden[0] size {}, got {}')
+            self._check_hidden(states[1], self._expected_hidden(input, self.hidden_size),
+                               'Expected hidden[1] size {}, got {}')
+        else:
+            self._check_hidden(states[0], self._expected_hidden(input, self.hidden_size))
+        x = input.transpose(0, 1) if self.batch_first else input
+        if x.size(0) == 0:
+            raise RuntimeError('Expected sequence length to be larger than 0 in RNN')
+        out, h_n, c_n = self._run(x, states[0], states[1] if lstm else None)
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        if not batched:
+            out = out.squeeze(batch_dim)
+            h_n = h_n.squeeze(1)
+            c_n = c_n.squeeze(1) if c_n is not None else None
+        return (out, (h_n, c_n)) if lstm else (out, h_n)
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)``, act tanh or
+    relu (``nonlinearity``). ``forward(input, hx=None)`` returns (output, h_n)."""
+    def __init__(self, *args, **kwargs):
+        if 'proj_size' in kwargs:
+            raise ValueError('proj_size argument is only supported for LSTM, not RNN or GRU')
+        # nonlinearity is the 4th positional argument, as in PyTorch
+        if len(args) > 3:
+            self.__dict__['nonlinearity'] = args[3]
+            args = args[:3] + args[4:]
+        else:
+            self.__dict__['nonlinearity'] = kwargs.pop('nonlinearity', 'tanh')
+        if self.nonlinearity == 'tanh':
+            mode = 'RNN_TANH'
+        elif self.nonlinearity == 'relu':
+            mode = 'RNN_RELU'
+        else:
+            raise ValueError(f"Unknown nonlinearity '{self.nonlinearity}'. Select from 'tanh' "
+                             "or 'relu'.")
+        super().__init__(mode, *args, **kwargs)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        return self._forward(input, hx, 'RNN')
+
+
+class LSTM(RNNBase):
+    """Long short-term memory, gates i, f, g, o; with ``proj_size`` > 0 the hidden
+    state is projected by ``weight_hr``. ``forward(input, (h0, c0)=None)`` returns
+    (output, (h_n, c_n))."""
+    def __init__(self, *args, **kwargs):
+        super().__init__('LSTM', *args, **kwargs)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        return self._forward(input, hx, 'LSTM')
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit, gates r, z, n with
+    ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, ``h' = (1 - z) * n + z * h``.
+    ``forward(input, hx=None)`` returns (output, h_n)."""
+    def __init__(self, *args, **kwargs):
+        if 'proj_size' in kwargs:
+            raise ValueError('proj_size argument is only supported for LSTM, not RNN or GRU')
+        super().__init__('GRU', *args, **kwargs)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        return self._forward(input, hx, 'GRU')
+
+
+# -- cells ---------------------------------------------------------------------------
+class RNNCellBase(Module):
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        self.weight_ih = _empty((num_chunks * hidden_size, input_size), dtype)
+        self.weight_hh = _empty((num_chunks * hidden_size, hidden_size), dtype)
+        if bias:
+            self.bias_ih = _empty((num_chunks * hidden_size,), dtype)
+            self.bias_hh = _empty((num_chunks * hidden_size,), dtype)
+        else:
+            self.register_parameter('bias_ih', None)
+            self.register_parameter('bias_hh', None)
+        self.reset_parameters()
+
+    def extra_repr(self):
+        s = '{input_size}, {hidden_size}'
+        if 'bias' in self.__dict__ and self.bias is not True:
+            s += ', bias={bias}'
+        if 'nonlinearity' in self.__dict__ and self.nonlinearity != 'tanh':
+            s += ', nonlinearity={nonlinearity}'
+        return s.format(**self.__dict__)
+
+    def reset_parameters(self):
+        stdv = 1.0 / _math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    def _prepare(self, input, states, name):  # noqa: A002
+        """Checks dimensions, adds the batch dimension to unbatched input and states and
+        makes zero states where none were given; returns (batched, input, states)."""
+        if input.dim() not in (1, 2):
+            raise ValueError(f'{name}: Expected input to be 1D or 2D, got {input.dim()}D '
+                             'instead')
+        batched = input.dim() == 2
+        if not batched:
+            input = input.unsqueeze(0)  # noqa: A001
+        if input.size(1) != self.input_size:
+            raise RuntimeError(f'input has inconsistent input_size: got {input.size(1)} '
+                               f'expected {self.input_size}')
+        out = []
+        for s in states:
+            out.append(_zeros((input.size(0), self.hidden_size), input) if s is None
+                       else (s if batched else s.unsqueeze(0)))
+        return batched, input, out
+
+    def _project(self, input, h):  # noqa: A002
+        return (F.linear(input, self.weight_ih, self.bias_ih),
+                F.linear(h, self.weight_hh, self.bias_hh))
+
+
+class RNNCell(RNNCellBase):
+    """``h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``, act tanh or relu."""
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity='tanh', device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):  # noqa: A002
+        if hx is not None and hx.dim() not in (1, 2):
+            raise ValueError(f'RNNCell: Expected hidden to be 1D or 2D, got {hx.dim()}D '
+                             'instead')
+        batched, x, (h,) = self._prepare(input, [hx], 'RNNCell')
+        if self.nonlinearity not in ('tanh', 'relu'):
+            raise RuntimeError(f'Unknown nonlinearity: {self.nonlinearity}')
+        xp, hp = self._project(x, h)
+        out = (xp + hp).tanh() if self.nonlinearity == 'tanh' else (xp + hp).relu()
+        return out if batched else out.squeeze(0)
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step: ``forward(input, (h, c)=None)`` returns (h', c')."""
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        if hx is not None:
+            for idx, value in enumerate(hx):
+                if value.dim() not in (1, 2):
+                    raise ValueError(f'LSTMCell: Expected hx[{idx}] to be 1D or 2D, got '
+                                     f'{value.dim()}D instead')
+        batched, x, (h, c) = self._prepare(input, list(hx) if hx is not None else [None, None],
+                                           'LSTMCell')
+        xp = F.linear(x, self.weight_ih, self.bias_ih)
+        h2, c2 = _step('LSTM', xp, h, c, self.weight_hh, self.bias_hh, None, self.hidden_size)
+        return (h2, c2) if batched else (h2.squeeze(0), c2.squeeze(0))
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step (gates r, z, n): ``forward(input, hx=None)`` returns h'."""
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        if hx is not None and hx.dim() not in (1, 2):
+            raise ValueError(f'GRUCell: Expected hidden to be 1D or 2D, got {hx.dim()}D '
+                             'instead')
+        batched, x, (h,) = self._prepare(input, [hx], 'GRUCell')
+        xp = F.linear(x, self.weight_ih, self.bias_ih)
+        h2, _ = _step('GRU', xp, h, None, self.weight_hh, self.bias_hh, None, self.hidden_size)
+        return h2 if batched else h2.squeeze(0)
