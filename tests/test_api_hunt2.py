@@ -10,6 +10,8 @@ import tape
 
 torch = pytest.importorskip("torch")
 
+from test_api_hunt import _flat, _leaves, _same  # noqa: E402  (the same harness)
+
 _rng = np.random.default_rng(1)
 A, B = (_rng.uniform(-2, 2, (3, 4)) for _ in range(2))
 M = _rng.uniform(-2, 2, (4, 4))
@@ -136,31 +138,6 @@ ROWS = [
     # threads
     ('set_num_threads', lambda m: (m.set_num_threads(3), m.get_num_threads()), ()),
 ]
-
-
-def _leaves(m, inputs):
-    return [m.tensor(x.copy(), requires_grad=True) for x in inputs]
-
-
-def _flat(r):
-    if isinstance(r, (tuple, list)) and not isinstance(r, (torch.Size, tape.Size)):
-        return [y for x in r for y in _flat(x)]
-    return [r]
-
-
-def _same(a, b, where):
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, tape.Tensor), where
-        assert tuple(b.shape) == tuple(a.shape), where
-        assert str(b.dtype) == str(a.dtype).replace('torch.', ''), where
-        assert b.requires_grad == a.requires_grad, where
-        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-6,
-                                   atol=1e-6, err_msg=where)
-    elif isinstance(a, torch.dtype):
-        assert str(b) == str(a).replace('torch.', ''), where
-    else:
-        assert tuple(b) == tuple(a) if isinstance(a, torch.Size) else b == a, where
-        assert not isinstance(b, tape.Tensor), where
 
 
 def _no_derivative(a):
