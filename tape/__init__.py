@@ -757,10 +757,13 @@ def _to(a, *args, dtype=None, non_blocking=False, copy=False, device=None, memor
 _tensor_device = device
 
 
+from .autograd.anomaly import _mode as _anomaly_mode  # noqa: E402  (per thread)
+
+
 def _backward_method(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(self)/d(leaf) into each leaf's ``.grad``; see ``tape.autograd.backward``."""
     if gradient is None and not create_graph and inputs is None and self._tape is not None \
-            and self._data.size == 1 and not autograd.is_anomaly_enabled():
+            and self._data.size == 1 and not _anomaly_mode.enabled:
         _run_scalar(self, True if retain_graph else False)   # the usual loss.backward()
         return
     autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
