@@ -18,7 +18,7 @@ from .._tensor import _leaf
 from . import _conv as _F
 from . import functional as F
 from . import init
-from .modules import Module, _dtype, _empty
+from .modules import Module, _affine_params, _dtype, _empty, _reset_affine
 
 __all__ = ['Conv1d', 'Conv2d', 'MaxPool1d', 'MaxPool2d', 'AvgPool1d', 'AvgPool2d',
            'AdaptiveAvgPool2d', 'BatchNorm1d', 'BatchNorm2d']
@@ -224,15 +224,7 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = _empty((num_features,), dtype)
-            if bias:
-                self.bias = _empty((num_features,), dtype)
-            else:
-                self.register_parameter('bias', None)
-        else:
-            self.register_parameter('weight', None)
-            self.register_parameter('bias', None)
+        _affine_params(self, (num_features,), affine, bias, dtype)
         if track_running_stats:
             dt = _dtype(dtype)
             self.register_buffer('running_mean', _leaf(np.zeros(num_features, dt)))
@@ -268,10 +260,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):  # noqa: A002
         self._check_input_dim(input)

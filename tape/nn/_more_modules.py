@@ -20,7 +20,7 @@ import numpy as np
 from .._tensor import Tensor
 from . import functional as F
 from . import init
-from .modules import Module, Parameter, _empty, _Loss
+from .modules import Module, Parameter, _affine_params, _empty, _Loss, _reset_affine
 
 __all__ = ['GroupNorm', 'PReLU', 'Unflatten', 'ParameterDict', 'SmoothL1Loss', 'HuberLoss',
            'KLDivLoss', 'CosineSimilarity', 'PairwiseDistance', 'Softsign', 'Hardtanh',
@@ -40,22 +40,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = _empty((num_channels,), dtype)
-            if bias:
-                self.bias = _empty((num_channels,), dtype)
-            else:
-                self.register_parameter('bias', None)
-        else:
-            self.register_parameter('weight', None)
-            self.register_parameter('bias', None)
+        _affine_params(self, (num_channels,), affine, bias, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):  # noqa: A002
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

@@ -1017,6 +1017,29 @@ def _empty(shape, dtype):
     return Parameter(_leaf(np.empty(shape, _dtype(dtype))))
 
 
+def _affine_params(module, shape, affine, bias, dtype):
+    """A normalization's ``weight`` and ``bias`` of ``shape`` (set by
+    ``_reset_affine``), or None for each the options leave out, registered as
+    PyTorch registers them (so they appear, as None, among the parameters)."""
+    if affine:
+        module.weight = _empty(shape, dtype)
+        if bias:
+            module.bias = _empty(shape, dtype)
+        else:
+            module.register_parameter('bias', None)
+    else:
+        module.register_parameter('weight', None)
+        module.register_parameter('bias', None)
+
+
+def _reset_affine(module):
+    """A normalization's initial scale (ones) and shift (zeros)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class Identity(Module):
     """Returns its input; takes (and ignores) any arguments."""
     def __init__(self, *args, **kwargs):
@@ -1162,22 +1185,11 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = _empty(self.normalized_shape, dtype)
-            if bias:
-                self.bias = _empty(self.normalized_shape, dtype)
-            else:
-                self.register_parameter('bias', None)
-        else:
-            self.register_parameter('weight', None)
-            self.register_parameter('bias', None)
+        _affine_params(self, self.normalized_shape, elementwise_affine, bias, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):  # noqa: A002
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
