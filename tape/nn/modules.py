@@ -1320,28 +1320,27 @@ class Softplus(Module):
         return f'beta={self.beta}, threshold={self.threshold}'
 
 
-class Softmax(Module):
+class _AlongDim(Module):
+    """A module applying ``_fn`` (F.softmax, F.log_softmax) along ``dim``."""
+    _fn = None
+
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
 
     def forward(self, input):  # noqa: A002
-        return F.softmax(input, self.dim, _stacklevel=5)
+        return self._fn(input, self.dim, _stacklevel=5)     # (as PyTorch's modules call it)
 
     def extra_repr(self):
         return f'dim={self.dim}'
 
 
-class LogSoftmax(Module):
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
+class Softmax(_AlongDim):
+    _fn = staticmethod(F.softmax)
 
-    def forward(self, input):  # noqa: A002
-        return F.log_softmax(input, self.dim, _stacklevel=5)
 
-    def extra_repr(self):
-        return f'dim={self.dim}'
+class LogSoftmax(_AlongDim):
+    _fn = staticmethod(F.log_softmax)
 
 
 # -- losses ------------------------------------------------------------------------------
