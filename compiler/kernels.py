@@ -540,3 +540,35 @@ def layer_norm_rows_grad(gy, w, xhat, rstd, gx, gw, gb):
         if gb.shape[0] > 0:
             for j in range(n):
                 gb[j] += gy[i, j]
+
+
+@njit(cache=True)
+def topk_rows(x, k, largest):
+    """Per row of the 2-d ``x``, the indices of its ``k`` largest (or smallest)
+    values, best first, ties in index order: the first k of a stable sort
+    (descending for largest), as tape sorts.  One pass per row keeping the k
+    best in order (an insertion into k slots, which a random element mostly
+    skips after one comparison) instead of sorting the whole row.  No NaN:
+    the caller sorts rows that hold one."""
+    rows, n = x.shape
+    out = np.empty((rows, k), np.int64)
+    vals = np.empty(k, x.dtype)
+    for r in range(rows):
+        m = 0
+        for j in range(n):
+            v = x[r, j]
+            if m == k:
+                # strictly better than the k-th: an equal value comes later in index order
+                if (v <= vals[k - 1]) if largest else (v >= vals[k - 1]):
+                    continue
+                p = k - 1
+            else:
+                p = m
+                m += 1
+            while p > 0 and ((v > vals[p - 1]) if largest else (v < vals[p - 1])):
+                vals[p] = vals[p - 1]
+                out[r, p] = out[r, p - 1]
+                p -= 1
+            vals[p] = v
+            out[r, p] = j
+    return out

@@ -54,15 +54,17 @@ def _np(a):
     return np.asarray(a._data)
 
 
-def _pick(a, pos):
-    """``a.flatten()[pos]`` in ``pos``'s shape, recorded as one take (index) record."""
+def _pick(a, pos, unique=False):
+    """``a.flatten()[pos]`` in ``pos``'s shape, recorded as one take (index) record;
+    ``unique``: no position repeats (a sort's, a roll's), so a large record's
+    backward scatters instead of summing with a bincount (see take_as)."""
     pos = np.asarray(pos, dtype=np.int64)
-    return take_as('index', a, _np(a).reshape(-1)[pos], pos)
+    return take_as('index', a, _np(a).reshape(-1)[pos], pos, unique=unique)
 
 
-def _pick_along(a, idx, dim):
+def _pick_along(a, idx, dim, unique=False):
     """The elements of ``a`` at indices ``idx`` along ``dim`` (take_along_axis)."""
-    return _pick(a, np.take_along_axis(_flat_index(_np(a).shape), idx, axis=dim))
+    return _pick(a, np.take_along_axis(_flat_index(_np(a).shape), idx, axis=dim), unique)
 
 
 def _torch_dtype_name(dt):
@@ -254,7 +256,7 @@ def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
         return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
     dim = _norm_dim(dim, d.ndim, 'sort')
     idx = _sort_index(d, dim, descending)
-    return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx.astype(np.int64)))
+    return _ValuesIndices(_pick_along(a, idx, dim, unique=True), _leaf(idx.astype(np.int64)))
 
 
 def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
@@ -287,8 +289,26 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
                            f'{tuple(d.shape)})')
     if d.ndim == 0:
         return sort(a)              # (k=0 too: PyTorch gives the 0-d element)
-    idx = np.take(_sort_index(d, dim, largest), np.arange(k), axis=dim)
-    return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx.astype(np.int64)))
+    idx = _topk_index(d, k, dim, largest)
+    if idx is None:
+        idx = np.take(_sort_index(d, dim, largest), np.arange(k), axis=dim)
+    return _ValuesIndices(_pick_along(a, idx, dim, unique=True), _leaf(idx.astype(np.int64)))
+
+
+def _topk_index(d, k, dim, largest):
+    """``_sort_index``'s first ``k`` along ``dim`` without sorting whole rows
+    (compiler.kernels.topk_rows: a full stable argsort of a 512-wide row cost
+    12x PyTorch's topk), or None where that kernel does not apply (a NaN, a
+    small input, k a large part of the row): the caller then sorts."""
+    n = d.shape[dim]
+    if d.dtype.kind not in 'fiu' or not 0 < k <= max(n // 8, 16) or d.size < 4096:
+        return None
+    flat = np.ascontiguousarray(np.moveaxis(d, dim, -1)).reshape(-1, n)
+    if d.dtype.kind == 'f' and np.isnan(flat).any():
+        return None
+    from compiler.kernels import topk_rows
+    idx = topk_rows(flat, k, bool(largest)).reshape(np.moveaxis(d, dim, -1).shape[:-1] + (k,))
+    return np.moveaxis(idx, -1, dim)
 
 
 def _zero_dim_pick(a, d, dim, opname):
@@ -317,7 +337,7 @@ def _select_kth(a, dim, keepdim, kth, opname):
             idx, dim), axis=dim), axis=dim)
     else:
         flat = np.take_along_axis(_flat_index(d.shape), idx, axis=dim)
-    return _ValuesIndices(_pick(a, flat), _leaf(idx.astype(np.int64)))
+    return _ValuesIndices(_pick(a, flat, unique=True), _leaf(idx.astype(np.int64)))
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
@@ -431,7 +451,7 @@ def roll(input, shifts, dims=None):  # noqa: A002
         if isinstance(shifts, (tuple, list)) and len(shifts) != 1:
             raise RuntimeError(f'roll: shifts and dimensions must align. shifts: '
                                f'{len(shifts)}, dims: 0')
-        return _pick(a, np.roll(pos, shifts))
+        return _pick(a, np.roll(pos, shifts), unique=True)
     sh = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
     dm = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
     if len(sh) != len(dm):
@@ -440,7 +460,7 @@ def roll(input, shifts, dims=None):  # noqa: A002
     if d.ndim == 0:
         raise IndexError(f'Dimension specified as {dm[0]} but tensor has no dimensions')
     dm = tuple(_norm_dim(k, d.ndim, 'roll') for k in dm)
-    return _pick(a, np.roll(pos, tuple(int(s) for s in sh), dm))
+    return _pick(a, np.roll(pos, tuple(int(s) for s in sh), dm), unique=True)
 
 
 # ------------------------------------------------------- fused arithmetic

@@ -142,7 +142,9 @@ def flip(a, dims):
     if d.ndim == 0:
         return _view_as('view', a, a._data)
     out = np.flip(d, ds).copy()
-    return take_as('flip', a, out, np.flip(_flat_index(d.shape), ds))
+    # a flip is basic indexing (reversing slices): a large record keeps that key
+    key = tuple(slice(None, None, -1) if i in ds else slice(None) for i in range(d.ndim))
+    return take_as('flip', a, out, np.flip(_flat_index(d.shape), ds), key)
 
 
 def fliplr(a):

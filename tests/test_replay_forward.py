@@ -27,10 +27,10 @@ KNOWN_REASONS = (
     'constant input',
     'large-tensor record',
 )
-# rows recorded eagerly as one fused custom Function (tape/nn/_cross_entropy.py);
-# their composite form did not replay either (it subtracts the row maximum, a
-# constant computed from the data)
-FUSED_ROWS = ('cross_entropy',)
+# rows recorded eagerly as one fused custom Function (tape/nn/_cross_entropy.py,
+# tape/nn/_softmax.py); while tape.jit traces they record their composite form
+# instead
+FUSED_ROWS = ('cross_entropy', 'softmax', 'log_softmax')
 
 
 def _known(name, why):

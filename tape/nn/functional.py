@@ -109,6 +109,8 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     a = _float_input(input, dtype)
     nd = np.ndim(a._data)
     dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'softmax')
+    if _one_node(a):
+        return _sm.softmax(a, dim)
     with np.errstate(all='ignore'):
         return _ops.exp(_shifted_log_softmax(a, dim))
 
@@ -117,8 +119,21 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     a = _float_input(input, dtype, 'log_softmax')
     nd = np.ndim(a._data)
     dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'log_softmax')
+    if _one_node(a):
+        return _sm.log_softmax(a, dim)
     with np.errstate(all='ignore'):
         return _shifted_log_softmax(a, dim)
+
+
+def _one_node(a):
+    """Does (log_)softmax of ``a`` take its one-record form (tape/nn/_softmax.py)?
+    Float32/float64 only, and not while tape.jit traces: the composite's records
+    replay in the generated kernel, where a custom Function would make the traced
+    function run eagerly."""
+    from .._jit import _tracing
+    d = a._data
+    return d.dtype in _sm.DTYPES and d.ndim and d.size and \
+        getattr(_tracing, 'proxies', None) is None
 
 
 def _shifted_log_softmax(a, dim):
@@ -1624,7 +1639,18 @@ def bilinear(input1, input2, weight, bias=None):
 # convolution and pooling live in their own module; exported here as torch.nn.functional does
 from ._layer_norm import layer_norm as _layer_norm_fn  # noqa: E402
 from ._cross_entropy import cross_entropy_indices as _ce_indices  # noqa: E402
+from . import _softmax as _sm  # noqa: E402
 from ._conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: E402
                     max_pool1d, max_pool2d)
 __all__ += ['conv1d', 'conv2d', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
             'adaptive_avg_pool2d']
+
+
+def multi_head_attention_forward(*args, **kwargs):
+    """``torch.nn.functional.multi_head_attention_forward`` (it lives in
+    ``tape/nn/_attention.py``, with ``nn.MultiheadAttention``)."""
+    from ._attention import multi_head_attention_forward as _mha
+    return _mha(*args, **kwargs)
+
+
+__all__ += ['multi_head_attention_forward']
