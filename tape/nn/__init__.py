@@ -8,3 +8,4 @@ from .modules import RemovableHandle  # noqa: F401
 from ._conv_modules import *  # noqa: F401,F403
 from ._rnn import *  # noqa: F401,F403
 from ._more_modules import *  # noqa: F401,F403
+from ._attention import *  # noqa: F401,F403
