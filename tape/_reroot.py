@@ -55,6 +55,13 @@ def reroot(t, copy=True):
             _CANNOT.setdefault(tape, set()).add(t._rec)
         return tape
     t._tape, t._goff, t._rec = got
+    ext = t._extra
+    if ext is not None and 'view' in ext:
+        # a recorded view of a leaf: the leaf may have forgotten the released
+        # tape (_views.forget_released_view_tapes), so it learns the new one,
+        # which a change of the leaf must mark
+        from ._views import note_view_tape
+        note_view_tape(ext['view'][0], got[0])
     # a successor that is stale itself (released since) passes t on to its own
     return resolve(t) if got[0].alias is not None else got[0]
 

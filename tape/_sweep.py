@@ -24,6 +24,7 @@ from ._rules import OP, RULES
 from ._reroot import mark_stale
 from ._tape import REC, SAVING, inplace_epoch, resolve
 from ._tensor import _leaf
+from ._views import forget_released_view_tapes
 
 SECOND_BACKWARD = (
     'Trying to backward through the graph a second time (or directly access saved tensors '
@@ -533,6 +534,9 @@ def release(tape, used, R):
     tape.saved = []
     for meta in tape.big:
         meta.saved = {}
+    for leaf, _ in tape.leaves:
+        if leaf._extra is not None:     # (a weight whose view, W.t(), the tape recorded)
+            forget_released_view_tapes(leaf)
 
 
 def _grad_of(tape, x, store):

@@ -69,8 +69,44 @@ def as_view(res, a, vfn, multi=None):
         # tapes such views were recorded on, so that changing it under no_grad
         # marks the records there that saved a view's memory (PyTorch's shared
         # version counter), the view itself gone or not
-        _extra_entry(base, 'view_tapes', _TapeSet).add(res._tape)
+        note_view_tape(base, res._tape)
     return res
+
+
+def note_view_tape(base, tape):
+    """A recorded view of leaf ``base`` lives on ``tape``: the leaf keeps the
+    tapes such views were recorded on, so that changing it under no_grad marks
+    the records there that saved a view's memory."""
+    if base._tape is None:
+        _extra_entry(base, 'view_tapes', _TapeSet).add(tape)
+
+
+def forget_released_view_tapes(t):
+    """Drop from leaf ``t``'s ``view_tapes`` every tape released whole with
+    nothing moved off it: no array it saved is left for a change of ``t`` to
+    mark.  With none left the entry goes, and the ``_extra`` dict when that was
+    all it held, so ``t`` takes the fast paths again: an optimizer's in-place
+    step (``nn.Linear`` records ``weight.t()``, a view, every forward) and a
+    backward's inline gradient delivery."""
+    ext = t._extra
+    ts = ext.get('view_tapes') if ext is not None else None
+    if ts is None:
+        return
+    from ._reroot import _successor
+    keep = []
+    for r in ts.refs:
+        tape = r()
+        if tape is not None and not (tape.alias is STALE and not tape.saved
+                                     and _successor(tape) is None):
+            keep.append(r)
+    if keep:
+        ts.refs = keep
+        if ts.last not in keep:
+            ts.last = keep[-1]
+        return
+    del ext['view_tapes']
+    if not ext:
+        t._extra = None
 
 
 def _extra_entry(t, key, make):

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, _bump_version, _leaf
+from .._views import forget_released_view_tapes
 
 __all__ = ['Optimizer', 'required']
 
@@ -284,6 +285,8 @@ def _writable(p):
     tensor, views of it that a graph saved, hooks): its write must go through
     tape's in-place op, which marks those graphs (``_commit``)."""
     d = p._data
+    if p._extra is not None:
+        forget_released_view_tapes(p)
     if type(d) is np.ndarray and p._extra is None:
         return d
     return np.array(d)
