@@ -37,6 +37,8 @@ parameters again (``Module.__setstate__``).
 """
 import itertools as _itertools
 import math as _math
+import sys as _sys
+import warnings as _warnings
 import weakref as _weakref
 from collections import OrderedDict as _OrderedDict
 from collections import namedtuple as _namedtuple
@@ -47,6 +49,8 @@ from .._grad_mode import no_grad
 from .._tensor import DTYPE_NAMES, Tensor, _default_dtype, _leaf, _storage
 from . import functional as F
 from . import init
+from . import _module_hooks as _mh
+from ._module_hooks import _global_any
 
 __all__ = ['Parameter', 'Module', 'Sequential', 'ModuleList', 'ModuleDict', 'ParameterList',
            'Linear', 'Bilinear', 'Embedding', 'LayerNorm', 'Dropout', 'Flatten', 'Identity',
@@ -217,54 +221,122 @@ class Module:
         d['_forward_hooks_always_called'] = _OrderedDict()
         d['_forward_pre_hooks'] = _OrderedDict()
         d['_forward_pre_hooks_with_kwargs'] = _OrderedDict()
+        d['_backward_hooks'] = _OrderedDict()
+        d['_backward_pre_hooks'] = _OrderedDict()
+        d['_is_full_backward_hook'] = None
+        d['_state_dict_hooks'] = _OrderedDict()
+        d['_state_dict_pre_hooks'] = _OrderedDict()
+        d['_load_state_dict_pre_hooks'] = _OrderedDict()
+        d['_load_state_dict_post_hooks'] = _OrderedDict()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
 
     # -- calling -------------------------------------------------------------
+    # Until a backward hook or a global hook is first registered (anywhere),
+    # ``__call__`` tests the forward hook tables only; the first such
+    # registration switches every module to ``_call_all`` (_use_all_hooks), which
+    # tests the backward and global tables too (about 70 ns more a call).
     def __call__(self, *args, **kwargs):
         if not self._forward_pre_hooks and not self._forward_hooks:
             return self.forward(*args, **kwargs)        # the common case: no hooks
         return self._call_with_hooks(args, kwargs)
 
+    def _call_all(self, *args, **kwargs):
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or \
+                self._backward_pre_hooks or _global_any:
+            return self._call_with_hooks(args, kwargs)
+        return self.forward(*args, **kwargs)
+
     def _call_with_hooks(self, args, kwargs):
-        for hid, hook in list(self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
-                res = hook(self, args, kwargs)
-                if res is not None:
-                    if not (isinstance(res, tuple) and len(res) == 2):
-                        raise RuntimeError('forward pre-hook must return None or a tuple of '
-                                           f'(new_args, new_kwargs), but got {res}.')
-                    args, kwargs = res
-            else:
-                res = hook(self, args)
-                if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
+        # torch.nn.Module._call_impl: global hooks run before the module's own
+        result = None
         called = set()
         try:
+            full_backward_hooks, non_full_backward_hooks = [], []
+            backward_pre_hooks = []
+            if self._backward_pre_hooks or _mh._global_backward_pre_hooks:
+                backward_pre_hooks = self._get_backward_pre_hooks()
+            if self._backward_hooks or _mh._global_backward_hooks:
+                full_backward_hooks, non_full_backward_hooks = self._get_backward_hooks()
+            pre_with_kwargs = self._forward_pre_hooks_with_kwargs
+            for hid, hook in (*_mh._global_forward_pre_hooks.items(),
+                              *self._forward_pre_hooks.items()):
+                if hid in pre_with_kwargs:
+                    res = hook(self, args, kwargs)
+                    if res is not None:
+                        if not (isinstance(res, tuple) and len(res) == 2):
+                            raise RuntimeError('forward pre-hook must return None or a tuple '
+                                               f'of (new_args, new_kwargs), but got {res}.')
+                        args, kwargs = res
+                else:
+                    res = hook(self, args)
+                    if res is not None:
+                        args = res if isinstance(res, tuple) else (res,)
+            bw_hook = None
+            if full_backward_hooks or backward_pre_hooks:
+                bw_hook = _mh.BackwardHook(self, full_backward_hooks, backward_pre_hooks)
+                args = bw_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
-            for hid, hook in list(self._forward_hooks.items()):
-                called.add(hid)
-                if hid in self._forward_hooks_with_kwargs:
+            if bw_hook is not None:
+                bw_hook.check_inputs()
+            g_always = _mh._global_forward_hooks_always_called
+            g_kwargs = _mh._global_forward_hooks_with_kwargs
+            for hid, hook in (*_mh._global_forward_hooks.items(), *self._forward_hooks.items()):
+                if hid in self._forward_hooks_always_called or hid in g_always:
+                    called.add(hid)
+                if hid in self._forward_hooks_with_kwargs or hid in g_kwargs:
                     res = hook(self, args, kwargs, result)
                 else:
                     res = hook(self, args, result)
                 if res is not None:
                     result = res
+            if bw_hook is not None:
+                if not isinstance(result, (Tensor, tuple)):
+                    _warnings.warn('For backward hooks to be called, module output should be a '
+                                   'Tensor or a tuple of Tensors but received '
+                                   f'{type(result)}', stacklevel=3)
+                result = bw_hook.setup_output_hook(result)
+            if non_full_backward_hooks:
+                var = result
+                while not isinstance(var, Tensor):
+                    if isinstance(var, dict):
+                        var = next(v for v in var.values() if isinstance(v, Tensor))
+                    else:
+                        var = var[0]
+                grad_fn = var.grad_fn
+                if grad_fn is not None:
+                    for hook in non_full_backward_hooks:
+                        grad_fn.register_hook(_mh._WrappedHook(hook, self))
+                    _mh.maybe_warn_non_full_backward_hook(args, result, grad_fn)
+            return result
         except Exception:
             # hooks registered with always_call=True run even when forward raised
+            for hid, hook in list(_mh._global_forward_hooks.items()):
+                if hid in _mh._global_forward_hooks_always_called and hid not in called:
+                    try:
+                        res = hook(self, args, result)
+                        if res is not None:
+                            result = res
+                    except Exception as e:      # noqa: BLE001 (the forward's error is raised)
+                        _warnings.warn('global module forward hook with ``always_call=True`` '
+                                       'raised an exception that was silenced as another error '
+                                       f'was raised in forward: {e}', stacklevel=2)
             for hid, hook in list(self._forward_hooks.items()):
                 if hid in self._forward_hooks_always_called and hid not in called:
                     try:
                         if hid in self._forward_hooks_with_kwargs:
-                            hook(self, args, kwargs, None)
+                            res = hook(self, args, kwargs, result)
                         else:
-                            hook(self, args, None)
-                    except Exception:       # noqa: S110 (the forward's error is the one to raise)
-                        pass
+                            res = hook(self, args, result)
+                        if res is not None:
+                            result = res
+                    except Exception as e:      # noqa: BLE001 (the forward's error is raised)
+                        _warnings.warn('module forward hook with ``always_call=True`` raised an '
+                                       'exception that was silenced as another error was raised '
+                                       f'in forward: {e}', stacklevel=2)
             raise
-        return result
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args)`` (or ``hook(module, args, kwargs)`` with
@@ -279,6 +351,55 @@ class Module:
         flags = ((self._forward_hooks_with_kwargs,) if with_kwargs else ()) + \
             ((self._forward_hooks_always_called,) if always_call else ())
         return _add_hook(self._forward_hooks, hook, prepend, *flags)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` runs when the gradients of the module's
+        outputs are computed; a non-None result (a tuple as long as
+        ``grad_output``) replaces them.  Non-tensor outputs, and outputs that got
+        no gradient, are None in ``grad_output``."""
+        _use_all_hooks()
+        return _add_hook(self._backward_pre_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook):
+        """Deprecated: ``hook(module, grad_input, grad_output)`` on the ``grad_fn``
+        of the module's (first) output, so it sees that node's gradients only;
+        use ``register_full_backward_hook``."""
+        _use_all_hooks()
+        if self._is_full_backward_hook is True:
+            raise RuntimeError('Cannot use both regular backward hooks and full backward hooks '
+                               'on a single Module. Please use only one of them.')
+        self._is_full_backward_hook = False
+        return _add_hook(self._backward_hooks, hook, False)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` runs when the gradients of the
+        module's inputs are computed (of its outputs, when no input requires
+        grad); a non-None result (a tuple as long as ``grad_input``) replaces
+        ``grad_input``.  Non-tensor arguments are None in ``grad_input``; keyword
+        arguments are not in it.  ``forward`` gets, and the caller receives, new
+        tensor objects over the same storage (PyTorch's views); changing them in
+        place raises."""
+        _use_all_hooks()
+        if self._is_full_backward_hook is False:
+            raise RuntimeError('Cannot use both regular backward hooks and full backward hooks '
+                               'on a single Module. Please use only one of them.')
+        self._is_full_backward_hook = True
+        return _add_hook(self._backward_hooks, hook, prepend)
+
+    def _get_backward_hooks(self):
+        full, non_full = [], []
+        if _mh._global_is_full_backward_hook[0] is True:
+            full += _mh._global_backward_hooks.values()
+        if self._is_full_backward_hook is True:
+            full += self._backward_hooks.values()
+        if _mh._global_is_full_backward_hook[0] is False:
+            non_full += _mh._global_backward_hooks.values()
+        if self._is_full_backward_hook is False:
+            non_full += self._backward_hooks.values()
+        return full, non_full
+
+    def _get_backward_pre_hooks(self):
+        return [*_mh._global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
 
     # -- registration ----------------------------------------------------------
     def _check_name(self, name, kind, table):
@@ -407,6 +528,17 @@ class Module:
     # over a deep-copied model must not apply the original's stale gradients
     def __setstate__(self, state):
         self.__dict__.update(state)
+        d = self.__dict__
+        for name in ('_forward_pre_hooks', '_forward_pre_hooks_with_kwargs', '_forward_hooks',
+                     '_forward_hooks_with_kwargs', '_forward_hooks_always_called',
+                     '_backward_hooks', '_backward_pre_hooks', '_state_dict_hooks',
+                     '_state_dict_pre_hooks', '_load_state_dict_pre_hooks',
+                     '_load_state_dict_post_hooks'):
+            if name not in d:           # pickled before these tables existed
+                d[name] = _OrderedDict()
+        d.setdefault('_is_full_backward_hook', None)
+        if d['_backward_hooks'] or d['_backward_pre_hooks']:
+            _use_all_hooks()
         for p in self.__dict__.get('_parameters', {}).values():
             if type(p) is Tensor:
                 _mark(p)
@@ -610,12 +742,54 @@ class Module:
                 keep_vars = args[2]
         if destination is None:
             destination = _OrderedDict()
+        for hook in self._state_dict_pre_hooks.values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + '.',
                                   keep_vars=keep_vars)
+        for hook in self._state_dict_hooks.values():
+            res = hook(self, destination, prefix, {'version': self._version})
+            if getattr(hook, '_from_public_api', False):
+                if res is not None:
+                    raise RuntimeError('state_dict post-hook must return None')
+            elif res is not None:
+                destination = res
         return destination
+
+    def register_state_dict_pre_hook(self, hook):
+        """``hook(module, prefix, keep_vars)`` runs before ``state_dict()`` saves
+        this module's values."""
+        return _add_hook(self._state_dict_pre_hooks, hook, False)
+
+    def register_state_dict_post_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after
+        ``state_dict()`` saved this module's values; it may change ``state_dict``
+        in place and must return None."""
+        hook._from_public_api = True
+        return _add_hook(self._state_dict_hooks, hook, False)
+
+    def _register_state_dict_hook(self, hook):
+        """The private form of ``register_state_dict_post_hook``: a non-None
+        result replaces the state dict."""
+        if getattr(hook, '_from_public_api', False):
+            raise RuntimeError('Cannot register the same function as the state dict post hook '
+                               'that was previously registered via '
+                               'register_state_dict_post_hook')
+        return _add_hook(self._state_dict_hooks, hook, False)
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` runs before ``load_state_dict`` loads this
+        module's values."""
+        return _add_hook(self._load_state_dict_pre_hooks, hook, False)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` runs after ``load_state_dict``
+        loaded this module (children first); it may change
+        ``incompatible_keys``' lists in place and must return None."""
+        return _add_hook(self._load_state_dict_post_hooks, hook, False)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs, assign=False):
@@ -675,8 +849,18 @@ class Module:
         state_dict = _OrderedDict(state_dict)
         for prefix, module in self._prefixed_modules():
             local = {} if metadata is None else metadata.get(prefix[:-1], {})
+            for hook in module._load_state_dict_pre_hooks.values():
+                hook(module, state_dict, prefix, local, True, missing, unexpected, errors)
             module._load_from_state_dict(state_dict, prefix, local, True, missing, unexpected,
                                          errors, assign)
+        incompatible = _IncompatibleKeys(missing, unexpected)
+        for prefix, module in reversed(list(self._prefixed_modules())):
+            for hook in module._load_state_dict_post_hooks.values():
+                if hook(module, incompatible) is not None:
+                    raise AssertionError(
+                        'Hooks registered with ``register_load_state_dict_post_hook`` are not'
+                        'expected to return new values, if incompatible_keys need to be modified,'
+                        'it should be done inplace.')
         if strict:
             if unexpected:
                 errors.insert(0, 'Unexpected key(s) in state_dict: {}. '.format(
@@ -717,6 +901,62 @@ class Module:
             body = '\n  ' + '\n  '.join(lines) + '\n'
         return f'{self._get_name()}({body})'
 
+
+
+def _use_all_hooks():
+    """Make ``Module.__call__`` test every hook table (see ``Module.__call__``)."""
+    if Module.__dict__['__call__'] is not Module._call_all:
+        Module.__call__ = Module._call_all
+
+
+# -- global module hooks (torch.nn.modules.module.register_module_*) ----------------
+def register_module_forward_pre_hook(hook):
+    """``hook(module, args)`` before every module's ``forward`` (before the
+    module's own pre-hooks); a non-None result replaces the arguments."""
+    _use_all_hooks()
+    return _add_hook(_mh._global_forward_pre_hooks, hook, False, _mh._global_any)
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """``hook(module, args, output)`` after every module's ``forward`` (before the
+    module's own hooks); a non-None result replaces the output."""
+    _use_all_hooks()
+    flags = ((_mh._global_forward_hooks_with_kwargs,) if with_kwargs else ()) + \
+        ((_mh._global_forward_hooks_always_called,) if always_call else ())
+    return _add_hook(_mh._global_forward_hooks, hook, False, _mh._global_any, *flags)
+
+
+def register_module_backward_hook(hook):
+    """Deprecated: a non-full backward hook on every module."""
+    _use_all_hooks()
+    if _mh._global_is_full_backward_hook[0] is True:
+        raise RuntimeError('Cannot use both regular backward hooks and full backward hooks as a '
+                           'global Module hook. Please use only one of them.')
+    _mh._global_is_full_backward_hook[0] = False
+    return _add_hook(_mh._global_backward_hooks, hook, False, _mh._global_any)
+
+
+def register_module_full_backward_pre_hook(hook):
+    """A ``register_full_backward_pre_hook`` on every module (run before the
+    module's own)."""
+    _use_all_hooks()
+    return _add_hook(_mh._global_backward_pre_hooks, hook, False, _mh._global_any)
+
+
+def register_module_full_backward_hook(hook):
+    """A ``register_full_backward_hook`` on every module (run before the
+    module's own)."""
+    _use_all_hooks()
+    if _mh._global_is_full_backward_hook[0] is False:
+        raise RuntimeError('Cannot use both regular backward hooks and full backward hooks as a '
+                           'global Module hook. Please use only one of them.')
+    _mh._global_is_full_backward_hook[0] = True
+    return _add_hook(_mh._global_backward_hooks, hook, False, _mh._global_any)
+
+
+# ``torch.nn.modules.module`` is where PyTorch keeps these: the same names here
+module = _sys.modules[__name__]
+_sys.modules.setdefault(__name__ + '.module', module)
 
 
 # -- containers --------------------------------------------------------------------
