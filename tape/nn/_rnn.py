@@ -10,7 +10,10 @@ shapes of inputs, states and outputs, and reprs are PyTorch's, so a PyTorch
 
 The layers are written with tape ops (linear, sigmoid, tanh, slicing, stack,
 cat), so they differentiate to any order without rules of their own.
-PackedSequence input is not supported.
+``RNN``, ``LSTM`` and ``GRU`` take a ``PackedSequence`` (``tape.nn.utils.rnn``) as
+PyTorch does: the initial states are permuted by its ``sorted_indices``, each step
+runs the sequences still going, and the result is a ``PackedSequence`` and final
+states taken at each sequence's own last step, in the caller's batch order.
 
 >>> import tape
 >>> _ = tape.manual_seed(0)
@@ -30,6 +33,7 @@ from .._tensor import DTYPE_NAMES, _leaf
 from . import functional as F
 from . import init
 from .modules import Module, _empty
+from .utils.rnn import PackedSequence
 
 __all__ = ['RNN', 'LSTM', 'GRU', 'RNNCell', 'LSTMCell', 'GRUCell']
 
@@ -43,6 +47,23 @@ def _zeros(shape, like):
 
 def _dt_name(t):
     return 'torch.' + DTYPE_NAMES.get(np.dtype(t.dtype), str(t.dtype)).split('.')[-1]
+
+
+def _scalar_name(t):
+    # PyTorch's ScalarType name ('Double', 'Float', ...)
+    return {'float64': 'Double', 'float32': 'Float', 'float16': 'Half',
+            'bfloat16': 'BFloat16'}.get(str(np.dtype(t.dtype)), str(t.dtype))
+
+
+def _permute(state, permutation):
+    """``state.index_select(1, permutation)``, with PyTorch's RuntimeError for an index
+    past the batch."""
+    perm = np.asarray(permutation._data).astype(np.int64).reshape(-1)
+    if state.dim() >= 2 and perm.size and perm.max() >= state.size(1):
+        bad = int(perm[perm >= state.size(1)][0])
+        raise RuntimeError(f'INDICES element is out of DATA bounds, id={bad} '
+                           f'axis_dim={state.size(1)}')
+    return state.index_select(1, permutation)
 
 
 def _step(mode, xp, h, c, w_hh, b_hh, w_hr, hs):
@@ -234,8 +255,119 @@ class RNNBase(Module):
         c_n = _sh.stack(c_last, 0) if c0 is not None else None
         return layer_in, h_n, c_n
 
+    def _run_packed(self, data, batch_sizes, h0, c0):
+        """The recurrence over packed ``data`` (sum(batch_sizes), I), whose step t
+        holds the first ``batch_sizes[t]`` sequences (sorted, longest first), from the
+        states ``h0`` (and ``c0``) of shape (L*D, B, H); returns the packed output
+        (sum(batch_sizes), D*H) and the final states, each row taken at its
+        sequence's last step."""
+        mode, hs = self.mode, self.hidden_size
+        num_directions = 2 if self.bidirectional else 1
+        bs = [int(b) for b in batch_sizes]
+        steps = len(bs)
+        off = np.concatenate([[0], np.cumsum(bs)]).tolist()
+        h_last, c_last = [], []
+        layer_in = data
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(num_directions):
+                k = layer * num_directions + direction
+                names = self._all_weights[k]
+                p = {n.split('_l')[0]: getattr(self, n) for n in names}
+                xp = F.linear(layer_in, p['weight_ih'], p.get('bias_ih'))
+                args = (p['weight_hh'], p.get('bias_hh'), p.get('weight_hr'), hs)
+                hk = h0[k]
+                ck = c0[k] if c0 is not None else None
+                full = hk.size(0)
+                seq = [None] * steps
+                if direction == 0:
+                    # the batch shrinks: rows that stop are set aside as final states
+                    h, c, cur = hk, ck, full
+                    done_h, done_c = [], []
+                    for t in range(steps):
+                        b = bs[t]
+                        if b < cur:
+                            done_h.append(h[b:cur])
+                            h = h[:b]
+                            if c is not None:
+                                done_c.append(c[b:cur])
+                                c = c[:b]
+                            cur = b
+                        h, c = _step(mode, xp[off[t]:off[t + 1]], h, c, *args)
+                        seq[t] = h
+                    if done_h:
+                        h = _sh.cat([h] + done_h[::-1], 0)
+                        if c is not None:
+                            c = _sh.cat([c] + done_c[::-1], 0)
+                else:
+                    # backwards the batch grows: a sequence starts from its h0 row
+                    cur = bs[-1]
+                    h = hk if cur == full else hk[:cur]
+                    c = ck if ck is None or cur == full else ck[:cur]
+                    for t in range(steps - 1, -1, -1):
+                        b = bs[t]
+                        if b > cur:
+                            h = _sh.cat([h, hk[cur:b]], 0)
+                            if c is not None:
+                                c = _sh.cat([c, ck[cur:b]], 0)
+                            cur = b
+                        h, c = _step(mode, xp[off[t]:off[t + 1]], h, c, *args)
+                        seq[t] = h
+                h_last.append(h)
+                c_last.append(c)
+                outs.append(_sh.cat(seq, 0))
+            layer_in = outs[0] if num_directions == 1 else _sh.cat(outs, 1)
+            if self.training and self.dropout > 0 and layer < self.num_layers - 1:
+                layer_in = F.dropout(layer_in, self.dropout, True)
+        h_n = _sh.stack(h_last, 0)
+        c_n = _sh.stack(c_last, 0) if c0 is not None else None
+        return layer_in, h_n, c_n
+
+    def _forward_packed(self, packed, hx, kind):
+        """``_forward`` for a PackedSequence input, as PyTorch: the states are
+        permuted into the sorted batch order, and the final ones back."""
+        lstm = kind == 'LSTM'
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        bs = np.asarray(batch_sizes._data if hasattr(batch_sizes, '_data') else batch_sizes)
+        bs = bs.astype(np.int64).reshape(-1)
+        max_batch = int(bs[0]) if bs.size else 0
+        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
+        n_states = self.num_layers * (2 if self.bidirectional else 1)
+        if hx is None:
+            states = [_zeros((n_states, max_batch, real_hidden), data)]
+            if lstm:
+                states.append(_zeros((n_states, max_batch, self.hidden_size), data))
+        else:
+            states = list(hx) if lstm else [hx]
+            if sorted_indices is not None:
+                states = [_permute(s, sorted_indices) for s in states]
+        w = self._flat_weights[0]
+        if np.dtype(data.dtype) != np.dtype(w.dtype):
+            if lstm:    # PyTorch's LSTM leaves this check to its matmul
+                raise RuntimeError(f'mat1 and mat2 must have the same dtype, but got '
+                                   f'{_scalar_name(data)} and {_scalar_name(w)}')
+            self._check_input(data)
+        if data.dim() != 2:
+            raise RuntimeError(f'input must have 2 dimensions, got {data.dim()}')
+        self._check_input(data)
+        expected = (n_states, max_batch, real_hidden)
+        if lstm:
+            self._check_hidden(states[0], expected, 'Expected hidden[0] size {}, got {}')
+            self._check_hidden(states[1], (n_states, max_batch, self.hidden_size),
+                               'Expected hidden[1] size {}, got {}')
+        else:
+            self._check_hidden(states[0], expected)
+        out, h_n, c_n = self._run_packed(data, bs, states[0], states[1] if lstm else None)
+        if unsorted_indices is not None:
+            h_n = _permute(h_n, unsorted_indices)
+            c_n = _permute(c_n, unsorted_indices) if c_n is not None else None
+        out = PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices)
+        return (out, (h_n, c_n)) if lstm else (out, h_n)
+
     def _forward(self, input, hx, kind):  # noqa: A002
         """Shared by RNN/GRU (``hx`` a tensor) and LSTM (``hx`` a pair)."""
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx, kind)
         lstm = kind == 'LSTM'
         if input.dim() not in (2, 3):
             if lstm:

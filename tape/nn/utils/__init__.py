@@ -1,5 +1,6 @@
 """``tape.nn.utils``: gradient clipping and parameter/vector conversion, as in
-``torch.nn.utils`` (over plain tensors: there is no ``Module``).
+``torch.nn.utils`` (over plain tensors: there is no ``Module``), and the
+``tape.nn.utils.rnn`` submodule (``PackedSequence``, ``pack_padded_sequence``, ...).
 
 >>> import tape
 >>> w = tape.tensor([3.0, 4.0], requires_grad=True)
@@ -9,11 +10,12 @@ tensor(10.)
 """
 import math as _math
 
-from .. import _ops
-from .._shapes import cat as _cat, stack as _stack
-from .._grad_mode import no_grad
-from .._reductions import vector_norm
-from .._tensor import Tensor
+from ... import _ops
+from ..._shapes import cat as _cat, stack as _stack
+from ..._grad_mode import no_grad
+from ..._reductions import vector_norm
+from ..._tensor import Tensor
+from . import rnn  # noqa: F401  (torch.nn.utils.rnn)
 
 __all__ = ['clip_grad_norm_', 'clip_grad_value_', 'get_total_norm', 'clip_grads_with_norm_',
            'parameters_to_vector', 'vector_to_parameters']
