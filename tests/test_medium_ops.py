@@ -185,3 +185,17 @@ def test_softmax_under_jit_replays_its_composite():
     want = tape.tensor(x.detach().numpy(), requires_grad=True)
     (tape.softmax(want, 1) * tape.log_softmax(want, 1)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), want.grad.numpy(), rtol=1e-9)
+
+
+# ---------------------------------------------------------------------- bmm
+@pytest.mark.parametrize('shapes', [((32, 16, 16), (32, 16, 16)), ((8, 12, 7), (8, 7, 9)),
+                                    ((2, 3, 4), (2, 4, 5))])
+def test_small_bmm_backward_against_torch(shapes, monkeypatch):
+    from tape import _sweep
+    used = []
+    real = _sweep._bmm_numpy
+    monkeypatch.setattr(_sweep, '_bmm_numpy', lambda *a: used.append(real(*a)) or used[-1])
+    a, b = (rng.standard_normal(s) for s in shapes)
+    _against_torch(lambda lib, x, y: lib.bmm(x, y), [a, b])
+    flops = shapes[0][0] * shapes[0][1] * shapes[0][2] * shapes[1][2]
+    assert used and all(u == (flops >= _sweep.BMM_NUMPY_FROM) for u in used)
