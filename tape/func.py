@@ -29,8 +29,10 @@ from . import autograd
 from ._grad_mode import enable_grad
 from ._tape import resolve
 from ._tensor import Tensor, _leaf
+from ._vmap import _leaves, _rebuild, _spec, vmap
 
-__all__ = ['grad', 'grad_and_value', 'value_and_grad', 'vjp', 'jacrev']
+__all__ = ['grad', 'grad_and_value', 'value_and_grad', 'vjp', 'jacrev', 'jacfwd', 'hessian',
+           'jvp', 'linearize', 'vmap', 'functional_call']
 
 
 class _NotScalarError(TypeError, RuntimeError):
@@ -187,15 +189,25 @@ def _enter(args, nums):
             raise RuntimeError(f'argnums must be int or Tuple[int, ...], got: {type(i)}')
         if not -len(args) <= i < len(args):
             raise RuntimeError(f'Got argnum={i}, but only {len(args)} positional inputs')
+    inputs, trees = [], []
     for i in nums:
-        args[i] = _as_input(args[i])
-    inputs = [args[i] for i in nums]
-    return args, inputs, _Running(inputs)
+        # an argument may be a pytree (tuples, lists, dicts) of tensors, as in torch.func:
+        # each leaf is an input, and its gradient comes back in the same structure
+        made = [_as_input(x) for x in _leaves(args[i])]
+        trees.append((args[i], len(made)))
+        args[i] = _rebuild(args[i], iter(made))
+        inputs.extend(made)
+
+    def regroup(flat):
+        """Per-input results (in ``inputs``' order) as one pytree per argnum."""
+        it = iter(flat)
+        return tuple(_rebuild(tree, it) for tree, _ in trees)
+    return args, inputs, _Running(inputs), regroup
 
 
 def _value_and_grad(fn, argnums, has_aux, args, kwargs, api):
     nums = _argnums(argnums)
-    args, inputs, run = _enter(args, nums)
+    args, inputs, run, regroup = _enter(args, nums)
     with enable_grad():
         with run:
             out, aux = _split_aux(fn, fn(*args, **kwargs), has_aux, api)
@@ -224,7 +236,8 @@ def _value_and_grad(fn, argnums, has_aux, args, kwargs, api):
                 inner = _Outer((), ())
                 inner.leaves = reached
                 grads = tuple(inner.keep(g) for g in grads)
-    g = grads[0] if isinstance(argnums, int) else tuple(grads)
+    g = regroup(grads)
+    g = g[0] if isinstance(argnums, int) else g
     if has_aux:
         value = (value, _map(outer.keep, aux))
     return value, g
@@ -274,10 +287,10 @@ def vjp(fn, *primals, has_aux=False):
     >>> pullback(tape.ones(2))
     (tensor([2., 6.]),)
     """
-    inputs = [_as_input(p) for p in primals]
+    inputs = [_as_input(x) for x in _leaves(primals)]      # primals may be pytrees
     run = _Running(inputs)
     with enable_grad(), run:
-        out, aux = _split_aux(fn, fn(*inputs), has_aux, 'vjp')
+        out, aux = _split_aux(fn, fn(*_rebuild(tuple(primals), iter(inputs))), has_aux, 'vjp')
     outs = list(_tensors(out))
     outer = _Outer([*outs, *_tensors(aux)], run.own)
 
@@ -285,12 +298,12 @@ def vjp(fn, *primals, has_aux=False):
         cots = list(_tensors(cotangent))
         pairs = [(o, c) for o, c in zip(outs, cots) if o._rg]
         if not pairs:
-            return tuple(_leaf(np.zeros_like(x._data)) for x in inputs)
+            return _rebuild(tuple(primals), (_leaf(np.zeros_like(x._data)) for x in inputs))
         with enable_grad():
             gs = autograd.grad([o for o, _ in pairs], inputs, grad_outputs=[c for _, c in pairs],
                                retain_graph=True, create_graph=bool(outer), allow_unused=True,
                                materialize_grads=True)
-        return tuple(outer.keep(g) for g in gs)
+        return _rebuild(tuple(primals), (outer.keep(g) for g in gs))
     res = _map(outer.keep, out)
     if has_aux:
         return res, pullback, _map(outer.keep, aux)
@@ -313,7 +326,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     @functools.wraps(func)
     def wrapped(*args, **kwargs):
         from . import stack
-        args, inputs, run = _enter(args, nums)
+        args, inputs, run, regroup = _enter(args, nums)
         with enable_grad():
             with run:
                 out, aux = _split_aux(func, func(*args, **kwargs), has_aux, 'jacrev')
@@ -343,9 +356,228 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                         res.append(outer.keep(stack(r, dim=0).reshape(shape)))
                     else:
                         res.append(_leaf(np.stack([g._data for g in r]).reshape(shape)))
-                return res[0] if isinstance(argnums, int) else tuple(res)
+                res = regroup(res)
+                return res[0] if isinstance(argnums, int) else res
             result = _map(jac, out)
         if has_aux:
             return result, _map(outer.keep, aux)
         return result
     return wrapped
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness='error'):
+    """As ``torch.func.jacfwd``: the Jacobian of ``func`` with respect to argument
+    ``argnums``, laid out as ``jacrev``'s (``output.shape + input.shape``).
+
+    tape has no forward-mode AD: this computes the same Jacobian as ``jacrev``,
+    by one reverse sweep per output element, so it costs ``jacrev``'s time (a
+    function with many outputs and few inputs is where forward mode would have
+    been cheaper).  ``randomness`` is accepted for torch.func's signature (there
+    is no vmap inside, so random ops simply run once).
+    """
+    if randomness not in ('error', 'different', 'same'):
+        raise RuntimeError("Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
+    return jacrev(func, argnums, has_aux=has_aux)
+
+
+def hessian(func, argnums=0):
+    """As ``torch.func.hessian``: ``jacfwd(jacrev(func, argnums), argnums)``, the
+    Jacobian of the gradient (all reverse sweeps here), of shape
+    ``output.shape + input.shape + input.shape``.
+
+    >>> import tape
+    >>> tape.func.hessian(lambda x: (x ** 3).sum())(tape.tensor([1.0, 2.0]))
+    tensor([[ 6.,  0.],
+            [ 0., 12.]])
+    """
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+_JVP = 'jvp(f, primals, tangents)'
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """As ``torch.func.jvp``: ``(func(*primals), J @ tangents)`` (with ``has_aux``,
+    ``func`` returns ``(output, aux)`` and this gives ``(output, jvp_out, aux)``).
+
+    Computed without forward-mode AD, by the double-vjp trick: ``J v`` is the
+    gradient, with respect to a dummy cotangent ``u``, of ``(J^T u) . v``, two
+    reverse sweeps, the first recorded.  The results are differentiable and
+    stay connected to an enclosing transform's inputs, as ``vjp``'s do.
+
+    >>> import tape
+    >>> tape.func.jvp(tape.sin, (tape.tensor([0.0, 1.0]),), (tape.tensor([1.0, 1.0]),))[1]
+    tensor([1.0000, 0.5403])
+    """
+    from . import zeros_like
+    if not isinstance(primals, tuple):
+        raise RuntimeError(f'{_JVP}: Expected primals to be a tuple. E.g. it should be valid '
+                           'to call f(*primals).')
+    p_leaves, t_leaves = _leaves(primals), _leaves(tangents)
+    if _spec(primals) != _spec(tangents):
+        raise RuntimeError(f'{_JVP}: Expected primals and tangents to have the same python '
+                           'structure. For example, if primals is a tuple of 3 tensors, '
+                           'tangents also must be. Got primals with structure '
+                           f'{_spec(primals)} and tangents with structure {_spec(tangents)}')
+    for p, t in zip(p_leaves, t_leaves):
+        if not isinstance(p, Tensor) or not isinstance(t, Tensor):
+            raise RuntimeError(f'{_JVP}: Expected primals and tangents to be tensors, '
+                               f'got {type(p)} and {type(t)}')
+        if tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError('Trying to set a forward gradient that has a different size '
+                               'than that of the original Tensor, this is not supported. '
+                               f'Tensor is of size {list(p.shape)} while the given forward '
+                               f'gradient is of size {list(t.shape)}.')
+    inputs = [_as_input(x) for x in p_leaves]
+    run = _Running(inputs)
+    with enable_grad():
+        with run:
+            out, aux = _split_aux(func, func(*_rebuild(primals, iter(inputs))), has_aux, 'jvp')
+        outs = _leaves(out)
+        for o in outs:
+            if not isinstance(o, Tensor):
+                raise RuntimeError(f'{_JVP}: Expected f(*primals) to return only tensors, got '
+                                   f'unsupported type {type(o)}')
+        outer = _Outer([*outs, *_tensors(aux)], run.own)
+        live = [k for k, o in enumerate(outs) if o._rg]
+        tangent_outs = [None] * len(outs)
+        if live:
+            us = [zeros_like(outs[k]).requires_grad_() for k in live]
+            _Running(us)          # fresh leaves of this transform, never an outer graph's
+            gs = autograd.grad([outs[k] for k in live], inputs, grad_outputs=us,
+                               create_graph=True, allow_unused=True)
+            pairs = [(g, t) for g, t in zip(gs, t_leaves) if g is not None and g._rg]
+            if pairs:
+                jv = autograd.grad([g for g, _ in pairs], us,
+                                   grad_outputs=[t.to(g.dtype) for g, t in pairs],
+                                   create_graph=bool(outer), allow_unused=True,
+                                   materialize_grads=True)
+                for k, j in zip(live, jv):
+                    tangent_outs[k] = outer.keep(j)
+        for k, o in enumerate(outs):
+            if tangent_outs[k] is None:
+                tangent_outs[k] = _leaf(np.zeros_like(o._data))
+    res = (_map(outer.keep, out), _rebuild(out, iter(tangent_outs)))
+    if has_aux:
+        return res + (_map(outer.keep, aux),)
+    return res
+
+
+def linearize(func, *primals):
+    """As ``torch.func.linearize``: ``(func(*primals), jvp_fn)``, where
+    ``jvp_fn(*tangents)`` is ``jvp(func, primals, tangents)[1]``.  tape stores no
+    linearized graph: each ``jvp_fn`` call runs ``func`` again (two reverse
+    sweeps, see ``jvp``)."""
+    out = vjp(func, *primals)[0]
+
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+    return out, jvp_fn
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """As ``torch.func.functional_call``: ``module(*args, **kwargs)`` with its
+    parameters and buffers named in ``parameter_and_buffer_dicts`` (a dict from
+    dotted names to tensors, or a tuple/list of such dicts) swapped in for the
+    call and put back afterwards, even when the call raises.
+
+    ``args`` that is not a tuple is the single positional argument.  With
+    ``tie_weights`` (the default), a parameter the module holds under several
+    names is replaced under all of them when one is given.  With ``strict``,
+    names that are not the module's parameters/buffers, or parameters/buffers
+    left out, raise PyTorch's RuntimeError.  A name that is neither is set as
+    a plain attribute for the call (and removed or restored afterwards).
+
+    >>> import tape
+    >>> lin = tape.nn.Linear(2, 1)
+    >>> params = {'weight': tape.ones(1, 2), 'bias': tape.zeros(1)}
+    >>> tape.func.functional_call(lin, params, (tape.tensor([[1.0, 2.0]]),))
+    tensor([[3.]])
+    """
+    if isinstance(parameter_and_buffer_dicts, dict):
+        values = dict(parameter_and_buffer_dicts)
+    elif isinstance(parameter_and_buffer_dicts, (tuple, list)):
+        if not all(isinstance(d, dict) for d in parameter_and_buffer_dicts):
+            raise ValueError('Expected all elements of parameter_and_buffer_dicts to be '
+                             'dictionaries')
+        values, seen = {}, {}
+        for d in parameter_and_buffer_dicts:
+            for k in d:
+                seen[k] = seen.get(k, 0) + 1
+        repeated = [k for k, n in seen.items() if n > 1]
+        if repeated:
+            raise ValueError(f'{repeated} appeared in multiple dictionaries; behavior of '
+                             'functional call is ambiguous')
+        for d in parameter_and_buffer_dicts:
+            values.update(d)
+    else:
+        raise ValueError('Expected parameter_and_buffer_dicts to be a dict, or a list/tuple '
+                         f'of dicts, but got {type(parameter_and_buffer_dicts)}')
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    kwargs = {} if kwargs is None else kwargs
+
+    named = list(module.named_parameters(remove_duplicate=False)) + \
+        list(module.named_buffers(remove_duplicate=False))
+    if strict:
+        names = {n for n, _ in named}
+        unexpected = [k for k in values if k not in names]
+        missing = [n for n, _ in named if n not in values]
+        msgs = []
+        if unexpected:
+            msgs.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
+        if missing:
+            msgs.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
+        if msgs:
+            raise RuntimeError(f'Error(s) in reparametrizing for {type(module).__name__}:\n\t'
+                               + '\n\t'.join(msgs))
+    if tie_weights:
+        groups = {}
+        for n, t in named:
+            if t is not None:
+                groups.setdefault(id(t), []).append(n)
+        for ns in groups.values():
+            given = [n for n in ns if n in values]
+            if given and len(ns) > 1:
+                v = values[given[0]]
+                for n in given[1:]:
+                    if values[n] is not v:
+                        raise ValueError(f'functional_call got multiple values for keys '
+                                         f'{given}, which are tied. Consider using '
+                                         'tie_weights=False')
+                for n in ns:
+                    values.setdefault(n, v)
+
+    undo = []
+    try:
+        for key, value in values.items():
+            *path, attr = key.split('.')
+            mod = module
+            for p in path:
+                mod = getattr(mod, p)
+            d = mod.__dict__
+            for table in ('_parameters', '_buffers'):
+                t = d.get(table)
+                if t is not None and attr in t:
+                    undo.append((t, attr, t[attr]))
+                    t[attr] = value
+                    break
+            else:
+                missing_attr = object()
+                old = d.get(attr, missing_attr)
+                undo.append((d, attr, old if old is not missing_attr else _ABSENT))
+                d[attr] = value
+        return module(*args, **kwargs)
+    finally:
+        for table, attr, old in reversed(undo):
+            if old is _ABSENT:
+                table.pop(attr, None)
+            else:
+                table[attr] = old
+
+
+_ABSENT = object()
