@@ -19,6 +19,7 @@ from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F40
                       is_anomaly_enabled, set_detect_anomaly, watching as _watching)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from . import functional  # noqa: E402
+from . import forward_ad  # noqa: E402
 
 __all__ = ['backward', 'grad', 'Variable', 'Function', 'FunctionCtx', 'once_differentiable',
            'gradcheck', 'gradgradcheck', 'GradcheckError',

@@ -102,6 +102,14 @@ class FunctionCtx:
                                 f'{i} is of type {type(t).__name__}')
         self._to_save = tensors
 
+    def save_for_forward(self, *tensors):
+        """Keep tensors for this Function's ``jvp`` (forward-mode AD, forward_ad.py)."""
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f'save_for_forward expects all arguments to be tensors; but '
+                                f'got {type(t).__name__} at position {i}.')
+        self._fwad_saved = tensors
+
     def mark_non_differentiable(self, *outputs):
         for o in outputs:
             if not isinstance(o, Tensor):
@@ -338,80 +346,93 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        ctx = FunctionCtx(cls._backward_name)
-        if cls._setup_ctx:
-            args, kwargs = _bind(cls, args, kwargs)
-            ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
-            with no_grad():
-                outputs = cls.forward(*args, **kwargs)
-                cls.setup_context(ctx, args, outputs)
-        else:
-            ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
-            with no_grad():
-                outputs = cls.forward(ctx, *args, **kwargs)
-        is_tuple = isinstance(outputs, tuple)
-        outs = list(outputs) if is_tuple else [outputs]
-        record = grad_mode.enabled and any(ctx.needs_input_grad)
-        dirty = ctx._dirty
-        if dirty:
-            dirty = _check_dirty(ctx, outs, record)
-        for i, o in enumerate(outs):
-            if isinstance(o, Tensor) and (o._tape is not None or any(o is a for a in args)):
-                if dirty and id(o) in dirty:
-                    continue            # changed in place: returned as the same object
-                # an input returned as is, or a result of recording: give it a fresh identity
-                outs[i] = _alias(o) if any(o is a for a in args) else _leaf(o._data)
-        if not record:
-            ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-            ctx._to_save = ()
-            return tuple(outs) if is_tuple else outs[0]
-        tape = _ops.tape_of_all([a for a in args if isinstance(a, Tensor)])
-        rec = _FunctionRecord()
-        rec.cls = cls
-        rec.ctx = ctx
-        rec.nargs = len(args)
-        rec.in_slots = [(_ops._slot(a, tape) if isinstance(a, Tensor) else -1) for a in args]
-        rec.in_shapes = [np.shape(a._data) if isinstance(a, Tensor) else () for a in args]
-        rec.in_dtypes = [a._data.dtype if isinstance(a, Tensor) else None for a in args]
-        out_slots, out_shapes, out_dtypes = [], [], []
-        index = tape.n
-        rebound = []
-        for o in outs:
-            differentiable = (isinstance(o, Tensor) and id(o) not in ctx._non_differentiable
-                              and o._data.dtype.kind == 'f')
-            if not differentiable:
-                out_slots.append(-1)
-                out_shapes.append(np.shape(o._data) if isinstance(o, Tensor) else ())
-                out_dtypes.append(o._data.dtype if isinstance(o, Tensor) else None)
-                continue
+        if jvp_hook is not None and getattr(cls, 'jvp', None) is not None:
+            return jvp_hook(_apply, cls, args, kwargs)
+        return _apply(cls, args, kwargs)
+
+
+# Set by forward-mode AD (autograd/forward_ad.py) while a dual level is open:
+# ``apply`` then hands a Function that defines ``jvp`` to it, with ``_apply``.
+jvp_hook = None
+
+
+def _apply(cls, args, kwargs):
+    """``cls.apply(*args, **kwargs)``: run ``forward`` without recording, then
+    append one Python record for the outputs."""
+    ctx = FunctionCtx(cls._backward_name)
+    if cls._setup_ctx:
+        args, kwargs = _bind(cls, args, kwargs)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+        with no_grad():
+            outputs = cls.forward(*args, **kwargs)
+            cls.setup_context(ctx, args, outputs)
+    else:
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+        with no_grad():
+            outputs = cls.forward(ctx, *args, **kwargs)
+    is_tuple = isinstance(outputs, tuple)
+    outs = list(outputs) if is_tuple else [outputs]
+    record = grad_mode.enabled and any(ctx.needs_input_grad)
+    dirty = ctx._dirty
+    if dirty:
+        dirty = _check_dirty(ctx, outs, record)
+    for i, o in enumerate(outs):
+        if isinstance(o, Tensor) and (o._tape is not None or any(o is a for a in args)):
             if dirty and id(o) in dirty:
-                if o._tape is not None:
-                    # records made so far that saved o's data by reference see new values
-                    t0 = resolve(o)
-                    t0.add_dirty(o._goff, index)
-                rebound.append(o)
-            slot = tape.alloc(o._data.size)
-            o._rg = True
-            o._tape = tape
-            o._goff = slot
-            o._rec = index
-            out_slots.append(slot)
-            out_shapes.append(o._data.shape)
-            out_dtypes.append(o._data.dtype)
-        rec.out_slots, rec.out_shapes, rec.out_dtypes = out_slots, out_shapes, out_dtypes
-        tape.xslots += sum(1 for s in out_slots if s >= 0) - 1
-        first = next((s for s in out_slots if s >= 0), tape.gpos)
-        tape.rec += PACK(_PYTHON_OP, first, 0, -1, -1, 0, len(tape.py), 0)
-        tape.py.append(rec)
-        tape.n += 1
-        # saved tensors are packed now that the outputs have their slots
+                continue            # changed in place: returned as the same object
+            # an input returned as is, or a result of recording: give it a fresh identity
+            outs[i] = _alias(o) if any(o is a for a in args) else _leaf(o._data)
+    if not record:
         ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
         ctx._to_save = ()
-        for o in rebound:
-            # a view changed in place rewrites its base's graph; a base, its views'
-            if o._extra is not None:
-                _rewrite_views(o)
         return tuple(outs) if is_tuple else outs[0]
+    tape = _ops.tape_of_all([a for a in args if isinstance(a, Tensor)])
+    rec = _FunctionRecord()
+    rec.cls = cls
+    rec.ctx = ctx
+    rec.nargs = len(args)
+    rec.in_slots = [(_ops._slot(a, tape) if isinstance(a, Tensor) else -1) for a in args]
+    rec.in_shapes = [np.shape(a._data) if isinstance(a, Tensor) else () for a in args]
+    rec.in_dtypes = [a._data.dtype if isinstance(a, Tensor) else None for a in args]
+    out_slots, out_shapes, out_dtypes = [], [], []
+    index = tape.n
+    rebound = []
+    for o in outs:
+        differentiable = (isinstance(o, Tensor) and id(o) not in ctx._non_differentiable
+                          and o._data.dtype.kind == 'f')
+        if not differentiable:
+            out_slots.append(-1)
+            out_shapes.append(np.shape(o._data) if isinstance(o, Tensor) else ())
+            out_dtypes.append(o._data.dtype if isinstance(o, Tensor) else None)
+            continue
+        if dirty and id(o) in dirty:
+            if o._tape is not None:
+                # records made so far that saved o's data by reference see new values
+                t0 = resolve(o)
+                t0.add_dirty(o._goff, index)
+            rebound.append(o)
+        slot = tape.alloc(o._data.size)
+        o._rg = True
+        o._tape = tape
+        o._goff = slot
+        o._rec = index
+        out_slots.append(slot)
+        out_shapes.append(o._data.shape)
+        out_dtypes.append(o._data.dtype)
+    rec.out_slots, rec.out_shapes, rec.out_dtypes = out_slots, out_shapes, out_dtypes
+    tape.xslots += sum(1 for s in out_slots if s >= 0) - 1
+    first = next((s for s in out_slots if s >= 0), tape.gpos)
+    tape.rec += PACK(_PYTHON_OP, first, 0, -1, -1, 0, len(tape.py), 0)
+    tape.py.append(rec)
+    tape.n += 1
+    # saved tensors are packed now that the outputs have their slots
+    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+    ctx._to_save = ()
+    for o in rebound:
+        # a view changed in place rewrites its base's graph; a base, its views'
+        if o._extra is not None:
+            _rewrite_views(o)
+    return tuple(outs) if is_tuple else outs[0]
 
 
 def _rewrite_views(o):
