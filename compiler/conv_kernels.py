@@ -252,3 +252,43 @@ def pool_scatter(g, idx, out):
         for ci in range(c):
             for o in range(m):
                 out[b, ci, idx[b, ci, o]] += g[b, ci, o]
+
+
+@njit(cache=True, error_model='numpy')
+def max_pool3d(x, kd, kh, kw, sd, sh, sw, pd, pt, pl, dd, dh, dw, od, oh, ow, out, idx):
+    """``max_pool`` over (N, C, D, H, W): the flat ``d * H * W + h * W + w`` index of
+    each window's maximum into ``idx`` and the maximum into ``out`` (N, C, OD, OH, OW),
+    scanning depth, then rows, then columns, as PyTorch's CPU kernel."""
+    n, c, dep, h, w = x.shape
+    for b in range(n):
+        for ci in range(c):
+            vol = x[b, ci]
+            for r in range(od):
+                d0 = r * sd - pd
+                l0 = 0 if d0 >= 0 else (-d0 + dd - 1) // dd
+                for p in range(oh):
+                    h0 = p * sh - pt
+                    i0 = 0 if h0 >= 0 else (-h0 + dh - 1) // dh
+                    for q in range(ow):
+                        w0 = q * sw - pl
+                        j0 = 0 if w0 >= 0 else (-w0 + dw - 1) // dw
+                        best = -np.inf
+                        at = ((d0 + l0 * dd) * h + (h0 + i0 * dh)) * w + (w0 + j0 * dw)
+                        for m in range(l0, kd):
+                            idp = d0 + m * dd
+                            if idp >= dep:
+                                break
+                            for i in range(i0, kh):
+                                ih = h0 + i * dh
+                                if ih >= h:
+                                    break
+                                for j in range(j0, kw):
+                                    iw = w0 + j * dw
+                                    if iw >= w:
+                                        break
+                                    v = vol[idp, ih, iw]
+                                    if v > best or np.isnan(v):
+                                        best = v
+                                        at = (idp * h + ih) * w + iw
+                        out[b, ci, r, p, q] = best
+                        idx[b, ci, r, p, q] = at

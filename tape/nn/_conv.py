@@ -14,7 +14,12 @@ any order.  Max pooling picks its argmax in NumPy and then is a gather
 (``_PoolGather``) whose backward is a scatter-add (``_PoolScatter``) and vice
 versa; average pooling is a depthwise convolution with a ones kernel divided by
 PyTorch's divisor; adaptive average pooling is two small averaging matrices
-applied with ``matmul``.  1-d ops are the 2-d ones over a height of 1.
+applied with ``matmul``.  1-d ops are the 2-d ones over a height of 1.  A
+transposed convolution is ``_ConvInputGrad`` of the convolution it transposes.  A
+3-d convolution stacks the input's ``kd`` depth shifts as channels, folds the
+output depth into the batch and is then one 2-d ``_Conv``; 3-d pools work the
+same way (a sum of depth shifts, then a 2-d window sum; a compiled 3-d argmax
+for max pooling).
 
 >>> import tape
 >>> import tape.nn.functional as F
@@ -33,8 +38,9 @@ import numpy as np
 from .._tensor import Tensor, _leaf
 from ..autograd.function import Function
 
-__all__ = ['conv1d', 'conv2d', 'max_pool1d', 'max_pool2d', 'avg_pool1d', 'avg_pool2d',
-           'adaptive_avg_pool2d']
+__all__ = ['conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'max_pool1d',
+           'max_pool2d', 'max_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d',
+           'adaptive_avg_pool1d', 'adaptive_avg_pool2d']
 
 # stride (sh, sw); pads ((top, bottom), (left, right)); dilation (dh, dw); groups
 _Geom = _namedtuple('_Geom', ['stride', 'pads', 'dilation', 'groups'])
@@ -428,6 +434,8 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, spatial):  #
     if spatial == 1:            # the 2-d op over a height of 1
         geom = _Geom((1, s[0]), ((0, 0), pads[0]), (1, d[0]), groups)
         y = _Conv.apply(x.unsqueeze(2), weight.unsqueeze(2), geom).squeeze(2)
+    elif spatial == 3:
+        y = _conv3d(x, weight, s, pads, d, groups)
     else:
         geom = _Geom(s, pads, d, groups)
         y = _Conv.apply(x, weight, geom)
@@ -457,6 +465,168 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     tensor([[[3., 3., 3.]]])
     """
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """3-d cross-correlation over (N, C, D, H, W) (or unbatched (C, D, H, W)) input with
+    weight (out_channels, in_channels/groups, kD, kH, kW).
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.conv3d(tape.ones(1, 1, 3, 3, 3), tape.ones(1, 1, 2, 2, 2)).shape
+    tape.Size([1, 1, 2, 2, 2])
+    """
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 3)
+
+
+def _depth_shifts(x, k, s, d, out):
+    """The ``k`` depth shifts of ``x`` (N, C, D, ...) that kernel depth i reads:
+    each (N, C, out, ...), ``x[:, :, i*d : i*d + s*(out-1) + 1 : s]``."""
+    return [x[:, :, i * d:i * d + s * (out - 1) + 1:s] for i in range(k)]
+
+
+def _conv3d(x, weight, s, pads, d, groups):
+    """conv3d as one 2-d ``_Conv``: the kernel's depth shifts of the (depth-padded)
+    input become channels (channel c*kD + i holds shift i of channel c, so groups stay
+    contiguous and match ``weight.reshape(Cout, Cg*kD, kH, kW)``) and the output depth
+    is folded into the batch.  Built of tape ops around ``_Conv``: every derivative
+    is the 2-d convolution's."""
+    from . import functional as F
+    n, c = x.shape[:2]
+    cout, cg, kd, kh, kw = weight.shape
+    (dlo, dhi) = pads[0]
+    if dlo or dhi:
+        x = F.pad(x, (0, 0, 0, 0, dlo, dhi))
+    depth = x.shape[2]
+    od = _out_len(depth, 0, 0, kd, s[0], d[0])
+    h, w = x.shape[3:]
+    shifts = _depth_shifts(x, kd, s[0], d[0], od)               # kD x (N, C, OD, H, W)
+    if kd == 1:
+        xs = shifts[0].permute(0, 2, 1, 3, 4)
+    else:
+        from .. import stack
+        xs = stack(shifts, 3).permute(0, 2, 1, 3, 4, 5)          # (N, OD, C, kD, H, W)
+    xs = xs.reshape(n * od, c * kd, h, w)
+    geom = _Geom(s[1:], pads[1:], d[1:], groups)
+    y = _Conv.apply(xs, weight.reshape(cout, cg * kd, kh, kw), geom)
+    oh, ow = y.shape[2:]
+    return y.reshape(n, od, cout, oh, ow).permute(0, 2, 1, 3, 4)
+
+
+def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,  # noqa: A002
+                      dilation, spatial):
+    opname = f'conv_transpose{spatial}d'
+    _check_tensor(input, 'input', opname)
+    _check_tensor(weight, 'weight', opname)
+    if input.dim() not in (spatial + 1, spatial + 2):
+        raise RuntimeError(f'Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) '
+                           f'input to {opname}, but got input of size: {list(input.shape)}')
+    x, unbatched = _batched(input, spatial, opname)
+    if weight.dim() != spatial + 2:
+        raise RuntimeError(f'{opname}: Expected {spatial + 2}-dimensional weight for '
+                           f'{spatial + 2}-dimensional input {list(x.shape)}, but got '
+                           f'{weight.dim()}-dimensional weight of size {list(weight.shape)}')
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != x.dtype):
+        raise RuntimeError(f'{opname}: expected input, weight and bias to have the same dtype, '
+                           f'but got input {x.dtype}, weight {weight.dtype}'
+                           + ('' if bias is None else f', bias {bias.dtype}'))
+    if isinstance(padding, str):
+        raise TypeError(f"{opname}(): argument 'padding' must be tuple of ints, not str")
+    groups = int(groups)
+    cin, wcin, og = x.shape[1], weight.shape[0], weight.shape[1]
+    if groups <= 0:
+        raise RuntimeError('non-positive groups is not supported')
+    if wcin % groups:
+        raise RuntimeError(f'Given groups={groups}, expected weight to be divisible by {groups} '
+                           f'at dimension 0, but got weight of size {list(weight.shape)} instead')
+    if wcin != cin:
+        raise RuntimeError(f'Given transposed=1, weight of size {list(weight.shape)}, expected '
+                           f'input{list(x.shape)} to have {wcin} channels, but got {cin} '
+                           f'channels instead')
+    cout = og * groups
+    if bias is not None and tuple(bias.shape) != (cout,):
+        raise RuntimeError(f'Given transposed=1, weight of size {list(weight.shape)}, expected '
+                           f'bias to be 1-dimensional with {cout} elements, but got bias of '
+                           f'size {list(bias.shape)} instead')
+    s = _tuple(stride, spatial, 'stride')
+    p = _tuple(padding, spatial, 'padding')
+    op = _tuple(output_padding, spatial, 'output_padding')
+    d = _tuple(dilation, spatial, 'dilation')
+    if any(v <= 0 for v in s):
+        raise RuntimeError('non-positive stride is not supported')
+    if any(v <= 0 for v in d):
+        raise RuntimeError(f'dilation should be greater than zero, but got {list(d)}')
+    if any(v < 0 for v in p):
+        raise RuntimeError('negative padding is not supported')
+    if any(v < 0 for v in op):
+        raise RuntimeError('negative output_padding is not supported')
+    if any(op[i] >= s[i] and op[i] >= d[i] for i in range(spatial)):
+        raise RuntimeError(f'output padding must be smaller than either stride or dilation, but '
+                           f'got output_padding={list(op)}, stride={list(s)}, '
+                           f'dilation={list(d)}')
+    k = tuple(weight.shape[2:])
+    in_sz = tuple(x.shape[2:])
+    out = tuple((in_sz[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1
+                for i in range(spatial))
+    if any(v < 1 for v in out):
+        raise RuntimeError(f'Given input size per channel: ({" x ".join(map(str, in_sz))}). '
+                           f'Calculated output size per channel: '
+                           f'({" x ".join(map(str, out))}). Output size is too small')
+    # The transposed op is the input gradient of the convolution from `out` to `in_sz`
+    # with padding p below and hi above, hi chosen so that this convolution's output
+    # has exactly in_sz positions: hi in [p - op, p - op + s).  When even the top of
+    # that range is negative (output_padding >= stride, allowed when dilation >
+    # output_padding), the last -hi output positions receive nothing: the op runs to
+    # `out + hi` and zeros are appended.
+    pads, sizes, extra = [], [], []
+    for i in range(spatial):
+        hi = p[i] - op[i] + s[i] - 1
+        extra.append(max(-hi, 0))
+        pads.append((p[i], max(hi, 0)))
+        sizes.append(out[i] - extra[-1])
+    if spatial == 1:
+        geom = _Geom((1, s[0]), ((0, 0), pads[0]), (1, d[0]), groups)
+        y = _ConvInputGrad.apply(x.unsqueeze(2), weight.unsqueeze(2), geom,
+                                 (1, sizes[0])).squeeze(2)
+    else:
+        geom = _Geom(s, tuple(pads), d, groups)
+        y = _ConvInputGrad.apply(x, weight, geom, tuple(sizes))
+    if any(extra):
+        from . import functional as F
+        y = F.pad(y, [v for e in reversed(extra) for v in (0, e)])
+    if bias is not None:
+        y = y + bias.reshape((1, cout) + (1,) * spatial)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
+                     groups=1, dilation=1):
+    """The transposed 2-d convolution ("deconvolution") of (N, C_in, H, W) (or unbatched)
+    input with weight (in_channels, out_channels/groups, kH, kW): the gradient of
+    ``conv2d`` with respect to its input.  The output is
+    ``(H - 1)*stride - 2*padding + dilation*(kH - 1) + output_padding + 1`` high.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.conv_transpose2d(tape.ones(1, 1, 2, 2), tape.ones(1, 1, 2, 2), stride=2)
+    tensor([[[[1., 1., 1., 1.],
+              [1., 1., 1., 1.],
+              [1., 1., 1., 1.],
+              [1., 1., 1., 1.]]]])
+    """
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 2)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
+                     groups=1, dilation=1):
+    """The transposed 1-d convolution of (N, C_in, L) (or unbatched (C_in, L)) input with
+    weight (in_channels, out_channels/groups, kL).
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.conv_transpose1d(tape.tensor([[[1., 2.]]]), tape.ones(1, 1, 3))
+    tensor([[[1., 3., 3., 2.]]])
+    """
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 1)
 
 
 # -- pooling -------------------------------------------------------------------------------
@@ -500,6 +670,22 @@ def _pool_geom(x, k, s, p, d, ceil_mode, opname):
         pads.append((p[i], max(need - n - p[i], 0)))
         outs.append(o)
     return tuple(outs), _Geom(s, tuple(pads), d, 1)
+
+
+def _pool_sizes(x, k, s, p, d, ceil_mode, opname):
+    """``_pool_geom`` for any number of spatial dims: the output sizes and per dim the
+    (low, high) padding, the high side what ceil_mode needs."""
+    outs, pads = [], []
+    for i in range(len(k)):
+        n = x.shape[2 + i]
+        o = _pool_len(n, k[i], s[i], p[i], d[i], ceil_mode)
+        if o <= 0:
+            raise RuntimeError(f'{opname}: Given input size: ({"x".join(map(str, x.shape[1:]))}'
+                               f'). Calculated output size is too small')
+        need = (o - 1) * s[i] + d[i] * (k[i] - 1) + 1
+        pads.append((p[i], max(need - n - p[i], 0)))
+        outs.append(o)
+    return tuple(outs), tuple(pads)
 
 
 class _PoolGather(Function):
@@ -595,8 +781,11 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,  # noq
     if spatial == 1:
         x = x.unsqueeze(2)
         k, s, p, d = (1,) + k, (1,) + s, (0,) + p, (1,) + d
-    (oh, ow), geom = _pool_geom(x, k, s, p, d, ceil_mode, opname)
-    idx = _max_pool_indices(_arr(x), k, geom, oh, ow)
+    if spatial == 3:
+        idx = _max_pool3d_indices(x, k, s, p, d, ceil_mode, opname)
+    else:
+        (oh, ow), geom = _pool_geom(x, k, s, p, d, ceil_mode, opname)
+        idx = _max_pool_indices(_arr(x), k, geom, oh, ow)
     out = _PoolGather.apply(x, idx)
     idx_t = _leaf(idx)
     if spatial == 1:
@@ -604,6 +793,32 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,  # noq
     if unbatched:
         out, idx_t = out.squeeze(0), idx_t.squeeze(0)
     return (out, idx_t) if return_indices else out
+
+
+def _max_pool3d_indices(x, k, s, p, d, ceil_mode, opname):
+    """The flat ``d * H * W + h * W + w`` index of every window's maximum (as
+    ``_max_pool_indices``; other dtypes than float32/64 scanned in float64, exactly)."""
+    from compiler.conv_kernels import max_pool3d
+    outs, _ = _pool_sizes(x, k, s, p, d, ceil_mode, opname)
+    xd = _arr(x)
+    xd = np.ascontiguousarray(xd if xd.dtype in _KERNEL_DTYPES else xd.astype(np.float64))
+    out = np.empty(xd.shape[:2] + outs, xd.dtype)
+    idx = np.empty(xd.shape[:2] + outs, np.int64)
+    max_pool3d(xd, *k, *s, *p, *d, *outs, out, idx)
+    return idx
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    """The maximum over each (dilated) kernel window of (N, C, D, H, W) input; with
+    ``return_indices`` also the flat ``d * H * W + h * W + w`` index of each maximum.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.max_pool3d(tape.arange(8.).reshape(1, 1, 2, 2, 2), 2, return_indices=True)[1]
+    tensor([[[[[7]]]]])
+    """
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices, 3)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
@@ -653,6 +868,9 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
                                f'pad={p[i]} and kernel_size={k[i]}')
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError(f'{opname}: divisor must be not zero')
+    if spatial == 3:
+        out = _avg_pool3d(x, k, s, p, ceil_mode, count_include_pad, divisor_override, opname)
+        return out.squeeze(0) if unbatched else out
     if spatial == 1:
         x = x.unsqueeze(2)
         k, s, p = (1,) + k, (1,) + s, (0,) + p
@@ -673,6 +891,46 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     if spatial == 1:
         out = out.squeeze(2)
     return out.squeeze(0) if unbatched else out
+
+
+def _avg_pool3d(x, k, s, p, ceil_mode, count_include_pad, divisor_override, opname):
+    """The window sums of (N, C, D, H, W) ``x``: the kernel's depth shifts of the
+    (depth-padded) input added with tape ops, then a depthwise 2-d ``_Conv`` with a
+    ones kernel over the (N, C*OD, H, W) result; divided as ``avg_pool2d``."""
+    from . import functional as F
+    outs, pads = _pool_sizes(x, k, s, p, (1, 1, 1), ceil_mode, opname)
+    od, oh, ow = outs
+    n, c, dep, h, w = x.shape
+    (dlo, dhi) = pads[0]
+    xp = F.pad(x, (0, 0, 0, 0, dlo, dhi)) if dlo or dhi else x
+    shifts = _depth_shifts(xp, k[0], s[0], 1, od)
+    total = shifts[0]
+    for t in shifts[1:]:
+        total = total + t
+    dt = np.asarray(x._data).dtype
+    ones = _leaf(np.ones((c * od, 1) + k[1:], dt))
+    total = _Conv.apply(total.reshape(n, c * od, h, w), ones,
+                        _Geom(s[1:], pads[1:], (1, 1), c * od)).reshape(n, c, od, oh, ow)
+    if divisor_override is not None:
+        return total / float(divisor_override)
+    dd = _avg_divisor(dep, k[0], s[0], p[0], od, count_include_pad)
+    dh = _avg_divisor(h, k[1], s[1], p[1], oh, count_include_pad)
+    dw = _avg_divisor(w, k[2], s[2], p[2], ow, count_include_pad)
+    div = dd[:, None, None] * dh[None, :, None] * dw[None, None, :]
+    return total * _leaf((1.0 / div).astype(dt))
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True, divisor_override=None):
+    """The mean over each kernel window of (N, C, D, H, W) input (options as
+    ``avg_pool2d``).
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.avg_pool3d(tape.arange(8.).reshape(1, 1, 2, 2, 2), 2)
+    tensor([[[[[3.5000]]]]])
+    """
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, 3)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
@@ -742,3 +1000,34 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     out = _leaf(_adaptive_matrix(h, oh, dt)).matmul(x).matmul(
         _leaf(np.ascontiguousarray(_adaptive_matrix(w, ow, dt).T)))
     return out.squeeze(0) if unbatched else out
+
+
+def adaptive_avg_pool1d(input, output_size):  # noqa: A002
+    """Average pooling of (N, C, L) (or (C, L)) input to a fixed length ``output_size``
+    (an int or a 1-tuple), with PyTorch's window bounds.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.adaptive_avg_pool1d(tape.tensor([[[1., 2., 3., 5.]]]), 2)
+    tensor([[[1.5000, 4.0000]]])
+    """
+    _check_tensor(input, 'input', 'adaptive_avg_pool1d')
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f'Expected 2 to 3 dimensions, but got {input.dim()}-dimensional '
+                           f"tensor for argument #1 'self' (while checking arguments for "
+                           f'adaptive_avg_pool1d)')
+    if isinstance(output_size, (list, tuple)):
+        if len(output_size) != 1:
+            raise RuntimeError(f"adaptive_avg_pool1d() argument 'output_size' should contain "
+                               f'one int (got {len(output_size)})')
+        output_size = output_size[0]
+    length = input.shape[-1]
+    out = int(output_size)
+    if out < 0:
+        raise RuntimeError(f'adaptive_avg_pool1d: elements of output_size must be greater '
+                           f'than or equal to 0 but received {out}')
+    if length == 0:
+        raise RuntimeError(f'adaptive_avg_pool1d(): Expected input to have non-zero size '
+                           f'for non-batch dimensions, but input has sizes '
+                           f'{list(input.shape)} with dimension {input.dim() - 1} being empty')
+    dt = np.asarray(input._data).dtype
+    return input.matmul(_leaf(np.ascontiguousarray(_adaptive_matrix(length, out, dt).T)))

@@ -20,8 +20,9 @@ from . import functional as F
 from . import init
 from .modules import Module, _affine_params, _dtype, _empty, _reset_affine
 
-__all__ = ['Conv1d', 'Conv2d', 'MaxPool1d', 'MaxPool2d', 'AvgPool1d', 'AvgPool2d',
-           'AdaptiveAvgPool2d', 'BatchNorm1d', 'BatchNorm2d']
+__all__ = ['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d', 'MaxPool1d',
+           'MaxPool2d', 'MaxPool3d', 'AvgPool1d', 'AvgPool2d', 'AvgPool3d', 'AdaptiveAvgPool1d',
+           'AdaptiveAvgPool2d', 'BatchNorm1d', 'BatchNorm2d', 'BatchNorm3d']
 
 
 def _ntuple(v, n):
@@ -32,10 +33,11 @@ def _ntuple(v, n):
 
 class _ConvNd(Module):
     _dims = 0
+    _transposed = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  dilation=1, groups=1, bias=True, padding_mode='zeros', device=None,
-                 dtype=None):
+                 dtype=None, output_padding=0):
         super().__init__()
         n = self._dims
         if groups <= 0:
@@ -59,8 +61,8 @@ class _ConvNd(Module):
         self.stride = _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.dilation = _ntuple(dilation, n)
-        self.transposed = False
-        self.output_padding = (0,) * n
+        self.transposed = self._transposed
+        self.output_padding = _ntuple(output_padding, n)
         self.groups = groups
         self.padding_mode = padding_mode
         # F.pad's order (last dim first, low then high) for the non-zero padding modes
@@ -75,7 +77,12 @@ class _ConvNd(Module):
         else:
             self._reversed_padding_repeated_twice = [p for p in reversed(self.padding)
                                                      for _ in range(2)]
-        self.weight = _empty((out_channels, in_channels // groups) + self.kernel_size, dtype)
+        if self._transposed:        # PyTorch's layout: (in, out/groups, k...)
+            self.weight = _empty((in_channels, out_channels // groups) + self.kernel_size,
+                                 dtype)
+        else:
+            self.weight = _empty((out_channels, in_channels // groups) + self.kernel_size,
+                                 dtype)
         if bias:
             self.bias = _empty((out_channels,), dtype)
         else:
@@ -92,7 +99,7 @@ class _ConvNd(Module):
                 init.uniform_(self.bias, -bound, bound)
 
     def _conv(self, input, weight, bias):  # noqa: A002
-        fn = _F.conv1d if self._dims == 1 else _F.conv2d
+        fn = (_F.conv1d, _F.conv2d, _F.conv3d)[self._dims - 1]
         if self.padding_mode != 'zeros':
             return fn(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode),
                       weight, bias, self.stride, 0, self.dilation, self.groups)
@@ -109,6 +116,8 @@ class _ConvNd(Module):
             s += f', padding={self.padding}'
         if self.dilation != (1,) * n:
             s += f', dilation={self.dilation}'
+        if self.output_padding != (0,) * n:
+            s += f', output_padding={self.output_padding}'
         if self.groups != 1:
             s += f', groups={self.groups}'
         if self.bias is None:
@@ -129,6 +138,66 @@ class Conv2d(_ConvNd):
     _dims = 2
 
 
+class Conv3d(_ConvNd):
+    """3-d convolution over (N, C_in, D, H, W): weight (C_out, C_in/groups, kD, kH, kW),
+    bias (C_out,)."""
+    _dims = 3
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode='zeros',
+                 device=None, dtype=None):
+        if padding_mode != 'zeros':
+            raise ValueError(f'Only "zeros" padding mode is supported for '
+                             f'{type(self).__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+    def _output_padding(self, input, output_size):  # noqa: A002
+        """``self.output_padding``, or the one that gives ``output_size`` (its spatial
+        sizes, optionally after batch and channel sizes)."""
+        n = self._dims
+        if output_size is None:
+            return self.output_padding
+        output_size = list(output_size)
+        lead = 2 if input.dim() == n + 2 else 1
+        if len(output_size) == lead + n:
+            output_size = output_size[lead:]
+        if len(output_size) != n:
+            raise ValueError(f'ConvTranspose{n}D: for {input.dim()}D input, output_size must '
+                             f'have {n} or {lead + n} elements (got {len(output_size)})')
+        lo = [(input.shape[lead + i] - 1) * self.stride[i] - 2 * self.padding[i]
+              + self.dilation[i] * (self.kernel_size[i] - 1) + 1 for i in range(n)]
+        hi = [lo[i] + self.stride[i] - 1 for i in range(n)]
+        for i in range(n):
+            if not lo[i] <= output_size[i] <= hi[i]:
+                raise ValueError(f'requested an output size of {output_size}, but valid sizes '
+                                 f'range from {lo} to {hi} (for an input of '
+                                 f'{list(input.shape[lead:])})')
+        return tuple(int(output_size[i]) - lo[i] for i in range(n))
+
+    def forward(self, input, output_size=None):  # noqa: A002
+        fn = (_F.conv_transpose1d, _F.conv_transpose2d)[self._dims - 1]
+        return fn(input, self.weight, self.bias, self.stride, self.padding,
+                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-d convolution over (N, C_in, L): weight (C_in, C_out/groups, k), bias
+    (C_out,); ``forward(input, output_size=None)``."""
+    _dims = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-d convolution over (N, C_in, H, W): weight (C_in, C_out/groups, kH,
+    kW), bias (C_out,); ``forward(input, output_size=None)`` picks the output padding
+    that gives ``output_size``."""
+    _dims = 2
+
+
 class _MaxPoolNd(Module):
     _dims = 0
 
@@ -143,7 +212,7 @@ class _MaxPoolNd(Module):
         self.ceil_mode = ceil_mode
 
     def forward(self, input):  # noqa: A002
-        fn = _F.max_pool1d if self._dims == 1 else _F.max_pool2d
+        fn = (_F.max_pool1d, _F.max_pool2d, _F.max_pool3d)[self._dims - 1]
         return fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
                   ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
@@ -160,6 +229,11 @@ class MaxPool1d(_MaxPoolNd):
 class MaxPool2d(_MaxPoolNd):
     """The maximum over each window of (N, C, H, W) input."""
     _dims = 2
+
+
+class MaxPool3d(_MaxPoolNd):
+    """The maximum over each window of (N, C, D, H, W) input."""
+    _dims = 3
 
 
 class AvgPool1d(Module):
@@ -200,6 +274,26 @@ class AvgPool2d(Module):
 
     def extra_repr(self):
         return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}'
+
+
+class AvgPool3d(AvgPool2d):
+    """The mean over each window of (N, C, D, H, W) input."""
+    def forward(self, input):  # noqa: A002
+        return _F.avg_pool3d(input, self.kernel_size, self.stride, self.padding,
+                             self.ceil_mode, self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool1d(Module):
+    """Average pooling of (N, C, L) input to a fixed length."""
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):  # noqa: A002
+        return _F.adaptive_avg_pool1d(input, self.output_size)
+
+    def extra_repr(self):
+        return f'output_size={self.output_size}'
 
 
 class AdaptiveAvgPool2d(Module):
@@ -296,3 +390,10 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input):  # noqa: A002
         if input.dim() != 4:
             raise ValueError(f'expected 4D input (got {input.dim()}D input)')
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization over (N, C, D, H, W) input, per channel C."""
+    def _check_input_dim(self, input):  # noqa: A002
+        if input.dim() != 5:
+            raise ValueError(f'expected 5D input (got {input.dim()}D input)')
