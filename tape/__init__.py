@@ -1016,6 +1016,7 @@ linalg.cross = _cp._linalg_cross
 from . import special  # noqa: E402,F401
 special.sinc = _cp.sinc
 from . import optim  # noqa: E402,F401
+from . import utils  # noqa: E402,F401
 
 
 def _module_inplace(name):
