@@ -8,8 +8,19 @@ shapes of inputs, states and outputs, and reprs are PyTorch's, so a PyTorch
 ``state_dict`` loads as is. Every parameter is initialised U(-1/sqrt(hidden),
 1/sqrt(hidden)) from tape's generator, in parameter order, as PyTorch does.
 
-The layers are written with tape ops (linear, sigmoid, tanh, slicing, stack,
-cat), so they differentiate to any order without rules of their own.
+Each layer and direction of ``RNN``, ``LSTM`` and ``GRU`` is one node
+(``_FusedLayer``, shown as PyTorch's CPU LSTM shows its fused layer,
+``MkldnnRnnLayerBackward0``), as PyTorch's fused kernels are: the input
+projection of every step is one matrix product, then a loop over the steps runs
+``h W_hh^T`` in BLAS and the rest of the step in one Numba kernel
+(``compiler/rnn_kernels.py``), keeping the gates; its backward is
+backpropagation through time in the same form, giving the gradients of the
+input, the initial states and every weight and bias in one call.  Under
+``create_graph`` that backward is the composite below (linear, sigmoid, tanh,
+slicing, stack, cat in tape ops) recomputed from the saved inputs and
+differentiated with ``create_graph``, so the layers differentiate to any order;
+while ``tape.jit`` traces, and for dtypes other than float32/float64, the
+layers record that composite directly.  The cells are the composite.
 ``RNN``, ``LSTM`` and ``GRU`` take a ``PackedSequence`` (``tape.nn.utils.rnn``) as
 PyTorch does: the initial states are permuted by its ``sorted_indices``, each step
 runs the sequences still going, and the result is a ``PackedSequence`` and final
@@ -29,7 +40,9 @@ import warnings as _warnings
 import numpy as np
 
 from .. import _shapes as _sh
+from .._tape import grad_mode
 from .._tensor import DTYPE_NAMES, _leaf
+from ..autograd.function import Function
 from . import functional as F
 from . import init
 from .modules import Module, _empty
@@ -92,6 +105,290 @@ def _step(mode, xp, h, c, w_hh, b_hh, w_hr, hs):
     z = (xp[..., hs:2 * hs] + hp[..., hs:2 * hs]).sigmoid()
     n = (xp[..., 2 * hs:3 * hs] + r * hp[..., 2 * hs:3 * hs]).tanh()
     return (1 - z) * n + z * h, None
+
+
+def _composite_layer(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse,
+                     batch_sizes):
+    """One direction of one layer in tape ops: time-major ``x`` (T, N, I) when
+    ``batch_sizes`` is None, else packed data (sum(batch_sizes), I) whose step t holds
+    the first ``batch_sizes[t]`` sequences.  Returns (out, h_n, c_n) (c_n None but
+    for the LSTM), the final state of each row taken at its own last step."""
+    xp = F.linear(x, w_ih, b_ih)        # the input projection of every step at once
+    args = (w_hh, b_hh, w_hr, hs)
+    if batch_sizes is None:
+        steps = x.size(0)
+        h, c = h0, c0
+        seq = [None] * steps
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            h, c = _step(mode, xp[t], h, c, *args)
+            seq[t] = h
+        return _sh.stack(seq, 0), h, c
+    bs = list(batch_sizes)
+    steps = len(bs)
+    off = np.concatenate([[0], np.cumsum(bs)]).tolist()
+    full = h0.size(0)
+    seq = [None] * steps
+    if not reverse:
+        # the batch shrinks: rows that stop are set aside as final states
+        h, c, cur = h0, c0, full
+        done_h, done_c = [], []
+        for t in range(steps):
+            b = bs[t]
+            if b < cur:
+                done_h.append(h[b:cur])
+                h = h[:b]
+                if c is not None:
+                    done_c.append(c[b:cur])
+                    c = c[:b]
+                cur = b
+            h, c = _step(mode, xp[off[t]:off[t + 1]], h, c, *args)
+            seq[t] = h
+        if done_h:
+            h = _sh.cat([h] + done_h[::-1], 0)
+            if c is not None:
+                c = _sh.cat([c] + done_c[::-1], 0)
+    else:
+        # backwards the batch grows: a sequence starts from its h0 row
+        cur = bs[-1]
+        h = h0 if cur == full else h0[:cur]
+        c = c0 if c0 is None or cur == full else c0[:cur]
+        for t in range(steps - 1, -1, -1):
+            b = bs[t]
+            if b > cur:
+                h = _sh.cat([h, h0[cur:b]], 0)
+                if c is not None:
+                    c = _sh.cat([c, c0[cur:b]], 0)
+                cur = b
+            h, c = _step(mode, xp[off[t]:off[t + 1]], h, c, *args)
+            seq[t] = h
+    return _sh.cat(seq, 0), h, c
+
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fused_ok(x):
+    """Does a layer over ``x`` take its one-node form?  Float32/float64 only, and
+    not while tape.jit traces: the composite's records replay in the generated
+    kernel, where a custom Function would make the traced function run eagerly."""
+    from .._jit import _tracing
+    return np.dtype(x.dtype) in _FUSED_DTYPES and getattr(_tracing, 'proxies', None) is None
+
+
+def _array(t, dt):
+    return None if t is None else np.asarray(t._data, dtype=dt)
+
+
+def _layer(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse, batch_sizes):
+    """One direction of one layer, fused when it can be (see ``_fused_ok``)."""
+    if _fused_ok(x):
+        bs = None if batch_sizes is None else tuple(int(b) for b in batch_sizes)
+        res = _FusedLayer.apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, reverse, bs)
+        return res if mode == 'LSTM' else (res[0], res[1], None)
+    return _composite_layer(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse,
+                            batch_sizes)
+
+
+def _schedule(x_shape, batch_sizes, reverse):
+    """(steps in the order they run, row offset of each step, rows of each step)."""
+    if batch_sizes is None:
+        steps, n = x_shape[0], x_shape[1]
+        bs = [n] * steps
+    else:
+        bs = list(batch_sizes)
+        steps = len(bs)
+    off = [0] * steps
+    for t in range(1, steps):
+        off[t] = off[t - 1] + bs[t - 1]
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    return order, off, bs
+
+
+class _FusedLayer(Function):
+    """One direction of one recurrent layer over the whole sequence, one node.
+
+    Inputs: ``x`` (T, N, I) time-major, or packed data (sum(batch_sizes), I);
+    the initial states ``h0`` (N, H_out) and, for the LSTM, ``c0`` (N, H); the
+    layer's weights and biases (None where absent).  Outputs: the hidden state of
+    every step, shaped as ``x`` with H_out features, the final h and, for the LSTM,
+    the final c.  The node's name is the one PyTorch's CPU build gives its fused
+    LSTM layer (``MkldnnRnnLayerBackward0``; cuDNN's is ``CudnnRnnBackward0``).
+    """
+    @staticmethod
+    def forward(ctx, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, reverse, batch_sizes):
+        from compiler import rnn_kernels as K
+        xd = np.asarray(x._data)
+        dt = xd.dtype
+        x2 = np.ascontiguousarray(xd).reshape(-1, xd.shape[-1])
+        order, off, bs = _schedule(xd.shape, batch_sizes, reverse)
+        n_rows = x2.shape[0]
+        wih, whh, whr = _array(w_ih, dt), _array(w_hh, dt), _array(w_hr, dt)
+        gate_size, h_out_size = whh.shape
+        # the input projection of every step, and the biases, at once
+        gates = x2 @ wih.T
+        if b_ih is not None:
+            if mode == 'GRU':
+                gates += _array(b_ih, dt)
+            else:
+                gates += _array(b_ih, dt) + _array(b_hh, dt)
+        h_state = np.array(h0._data, dtype=dt, order='C')
+        hh = np.empty((h_state.shape[0], gate_size), dt)
+        h_prev = np.empty((n_rows, h_out_size), dt)
+        out = np.empty((n_rows, h_out_size), dt)
+        # W_hh^T laid out contiguously: OpenBLAS's small products run twice as fast
+        # on it as on the transposed view
+        whh_t = np.ascontiguousarray(whh.T)
+        c_state = None
+        if mode == 'LSTM':
+            hs = gate_size // 4
+            proj = whr is not None
+            c_state = np.array(c0._data, dtype=dt, order='C')
+            c_prev = np.empty((n_rows, hs), dt)
+            tanh_c = np.empty((n_rows, hs), dt)
+            h_cell = np.empty((n_rows, hs), dt) if proj else out
+            whr_t = np.ascontiguousarray(whr.T) if proj else None
+            for t in order:
+                b, lo = bs[t], off[t]
+                np.matmul(h_state[:b], whh_t, out=hh[:b])
+                K.lstm_forward_step(gates, hh, c_state, c_prev, tanh_c, h_state, h_prev,
+                                    h_cell, lo, b, proj)
+                if proj:
+                    np.matmul(h_cell[lo:lo + b], whr_t, out=out[lo:lo + b])
+                    h_state[:b] = out[lo:lo + b]
+            ctx.arrays = (gates, c_prev, tanh_c, h_prev, h_cell if proj else None)
+        elif mode == 'GRU':
+            bhh = _array(b_hh, dt) if b_hh is not None else np.zeros(gate_size, dt)
+            hh_n = np.empty((n_rows, gate_size // 3), dt)
+            for t in order:
+                b, lo = bs[t], off[t]
+                np.matmul(h_state[:b], whh_t, out=hh[:b])
+                K.gru_forward_step(gates, hh, bhh, hh_n, h_state, h_prev, out, lo, b)
+            ctx.arrays = (gates, hh_n, h_prev)
+        else:
+            relu = mode == 'RNN_RELU'
+            for t in order:
+                b, lo = bs[t], off[t]
+                np.matmul(h_state[:b], whh_t, out=hh[:b])
+                K.rnn_forward_step(gates, hh, h_state, h_prev, out, lo, b, relu)
+            # the outputs, kept apart from the returned tensor that may be changed in place
+            ctx.arrays = (out.copy(), h_prev)
+        ctx.mode, ctx.reverse, ctx.batch_sizes = mode, reverse, batch_sizes
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr)
+        res = (_leaf(out.reshape(xd.shape[:-1] + (h_out_size,))), _leaf(h_state))
+        return res + (_leaf(c_state),) if mode == 'LSTM' else res
+
+    @staticmethod
+    def backward(ctx, *grads):
+        saved = ctx.saved_tensors
+        if grad_mode.enabled:
+            return _fused_backward_tensors(ctx, saved, grads)
+        return _fused_backward(ctx, saved, grads)
+
+
+def _fused_backward(ctx, saved, grads):
+    """Backpropagation through time in NumPy and the step kernels; returns the
+    gradients of _FusedLayer's inputs."""
+    from compiler import rnn_kernels as K
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = saved
+    mode = ctx.mode
+    need = ctx.needs_input_grad
+    xd = np.asarray(x._data)
+    dt = xd.dtype
+    order, off, bs = _schedule(xd.shape, ctx.batch_sizes, ctx.reverse)
+    whh = _array(w_hh, dt)
+    gate_size, h_out_size = whh.shape
+    n_rows = int(np.prod(xd.shape[:-1]))
+    g_out, g_h = grads[0], grads[1]
+    dout = np.zeros((n_rows, h_out_size), dt) if g_out is None else \
+        np.ascontiguousarray(np.asarray(g_out._data, dtype=dt)).reshape(n_rows, h_out_size)
+    n = h0.shape[0]
+    dh = np.zeros((n, h_out_size), dt) if g_h is None else np.array(g_h._data, dtype=dt,
+                                                                     order='C')
+    dgates = np.empty((n_rows, gate_size), dt)
+    dgates_h = dgates          # the hidden projection's pre-activation gradient
+    dc = None
+    g_whr = None
+    if mode == 'LSTM':
+        gates, c_prev, tanh_c, h_prev, h_cell = ctx.arrays
+        hs = gate_size // 4
+        g_c = grads[2]
+        dc = np.zeros((n, hs), dt) if g_c is None else np.array(g_c._data, dtype=dt,
+                                                                 order='C')
+        if h_cell is not None:
+            whr = _array(w_hr, dt)
+            dh_full = np.empty((n_rows, h_out_size), dt)
+            dh_cell = np.empty((n_rows, hs), dt)
+            zeros = np.zeros((n, hs), dt)
+            for t in reversed(order):
+                b, lo = bs[t], off[t]
+                np.add(dh[:b], dout[lo:lo + b], out=dh_full[lo:lo + b])
+                np.matmul(dh_full[lo:lo + b], whr, out=dh_cell[lo:lo + b])
+                K.lstm_backward_step(gates, c_prev, tanh_c, zeros, dh_cell, dc, dgates, lo, b)
+                np.matmul(dgates[lo:lo + b], whh, out=dh[:b])
+            if need[7]:
+                g_whr = dh_full.T @ h_cell
+        else:
+            for t in reversed(order):
+                b, lo = bs[t], off[t]
+                K.lstm_backward_step(gates, c_prev, tanh_c, dh, dout, dc, dgates, lo, b)
+                np.matmul(dgates[lo:lo + b], whh, out=dh[:b])
+    elif mode == 'GRU':
+        gates, hh_n, h_prev = ctx.arrays
+        dgates_h = np.empty((n_rows, gate_size), dt)
+        tmp = np.empty((n, h_out_size), dt)
+        for t in reversed(order):
+            b, lo = bs[t], off[t]
+            K.gru_backward_step(gates, hh_n, h_prev, dh, dout, dgates, dgates_h, lo, b)
+            np.matmul(dgates_h[lo:lo + b], whh, out=tmp[:b])
+            dh[:b] += tmp[:b]
+    else:
+        h_out, h_prev = ctx.arrays
+        relu = mode == 'RNN_RELU'
+        for t in reversed(order):
+            b, lo = bs[t], off[t]
+            K.rnn_backward_step(h_out, dh, dout, dgates, lo, b, relu)
+            np.matmul(dgates[lo:lo + b], whh, out=dh[:b])
+    g_x = g_wih = g_whh = g_bih = g_bhh = None
+    if need[0]:
+        g_x = _leaf((dgates @ _array(w_ih, dt)).reshape(xd.shape))
+    if need[3]:
+        g_wih = _leaf(dgates.T @ np.ascontiguousarray(xd).reshape(n_rows, -1))
+    if need[4]:
+        g_whh = _leaf(dgates_h.T @ h_prev)
+    if need[5]:
+        g_bih = _leaf(dgates.sum(0))
+    if need[6]:
+        g_bhh = _leaf(dgates_h.sum(0))
+    return (g_x, _leaf(dh) if need[1] else None, _leaf(dc) if dc is not None and need[2]
+            else None, g_wih, g_whh, g_bih, g_bhh, None if g_whr is None else _leaf(g_whr),
+            None, None, None)
+
+
+def _fused_backward_tensors(ctx, saved, grads):
+    """_FusedLayer's backward under create_graph: the composite layer recomputed
+    in tape ops from the saved inputs and differentiated with create_graph, so
+    the gradient is itself recorded, to any order."""
+    from .. import autograd
+    need = ctx.needs_input_grad
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = saved
+    hs = w_hh.shape[0] // _GATES[ctx.mode]
+    outs = _composite_layer(ctx.mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
+                            ctx.reverse, ctx.batch_sizes)
+    pairs = [(o, g) for o, g in zip(outs, grads) if o is not None and g is not None]
+    wrt = [i for i in range(8) if need[i]]
+    res = [None] * 11
+    if not pairs or not wrt:
+        return tuple(res)
+    got = autograd.grad([o for o, _ in pairs], [saved[i] for i in wrt],
+                        [g for _, g in pairs], create_graph=True, allow_unused=True)
+    for i, g in zip(wrt, got):
+        res[i] = g
+    return tuple(res)
+
+
+# the node PyTorch's CPU build records for its fused LSTM layer
+_FusedLayer._backward_name = 'MkldnnRnnLayerBackward0'
 
 
 class RNNBase(Module):
@@ -223,37 +520,7 @@ class RNNBase(Module):
         """The stacked, possibly bidirectional recurrence over time-major ``x``
         (T, N, I) from the states ``h0`` (and ``c0``) of shape (L*D, N, H);
         returns the output (T, N, D*H) and the final states, stacked as h0."""
-        mode, hs = self.mode, self.hidden_size
-        num_directions = 2 if self.bidirectional else 1
-        steps = x.size(0)
-        h_last, c_last = [], []
-        layer_in = x
-        for layer in range(self.num_layers):
-            outs = []
-            for direction in range(num_directions):
-                k = layer * num_directions + direction
-                names = self._all_weights[k]
-                p = {n.split('_l')[0]: getattr(self, n) for n in names}
-                # the input projection of every step at once: one matmul, not T
-                xp = F.linear(layer_in, p['weight_ih'], p.get('bias_ih'))
-                h = h0[k]
-                c = c0[k] if c0 is not None else None
-                seq = [None] * steps
-                order = range(steps - 1, -1, -1) if direction == 1 else range(steps)
-                for t in order:
-                    h, c = _step(mode, xp[t], h, c, p['weight_hh'], p.get('bias_hh'),
-                                 p.get('weight_hr'), hs)
-                    seq[t] = h
-                h_last.append(h)
-                c_last.append(c)
-                outs.append(_sh.stack(seq, 0))
-            layer_in = outs[0] if num_directions == 1 else _sh.cat(outs, 2)
-            # dropout between layers, on every output but the last layer's, in training
-            if self.training and self.dropout > 0 and layer < self.num_layers - 1:
-                layer_in = F.dropout(layer_in, self.dropout, True)
-        h_n = _sh.stack(h_last, 0)
-        c_n = _sh.stack(c_last, 0) if c0 is not None else None
-        return layer_in, h_n, c_n
+        return self._stack_layers(x, None, h0, c0, 2)
 
     def _run_packed(self, data, batch_sizes, h0, c0):
         """The recurrence over packed ``data`` (sum(batch_sizes), I), whose step t
@@ -261,62 +528,29 @@ class RNNBase(Module):
         states ``h0`` (and ``c0``) of shape (L*D, B, H); returns the packed output
         (sum(batch_sizes), D*H) and the final states, each row taken at its
         sequence's last step."""
-        mode, hs = self.mode, self.hidden_size
+        return self._stack_layers(data, [int(b) for b in batch_sizes], h0, c0, 1)
+
+    def _stack_layers(self, x, batch_sizes, h0, c0, feature_dim):
+        """The layer/direction loop shared by ``_run`` and ``_run_packed``: each
+        direction's outputs are concatenated along ``feature_dim``, and dropout
+        applies between layers in training."""
         num_directions = 2 if self.bidirectional else 1
-        bs = [int(b) for b in batch_sizes]
-        steps = len(bs)
-        off = np.concatenate([[0], np.cumsum(bs)]).tolist()
         h_last, c_last = [], []
-        layer_in = data
+        layer_in = x
         for layer in range(self.num_layers):
             outs = []
             for direction in range(num_directions):
                 k = layer * num_directions + direction
-                names = self._all_weights[k]
-                p = {n.split('_l')[0]: getattr(self, n) for n in names}
-                xp = F.linear(layer_in, p['weight_ih'], p.get('bias_ih'))
-                args = (p['weight_hh'], p.get('bias_hh'), p.get('weight_hr'), hs)
-                hk = h0[k]
-                ck = c0[k] if c0 is not None else None
-                full = hk.size(0)
-                seq = [None] * steps
-                if direction == 0:
-                    # the batch shrinks: rows that stop are set aside as final states
-                    h, c, cur = hk, ck, full
-                    done_h, done_c = [], []
-                    for t in range(steps):
-                        b = bs[t]
-                        if b < cur:
-                            done_h.append(h[b:cur])
-                            h = h[:b]
-                            if c is not None:
-                                done_c.append(c[b:cur])
-                                c = c[:b]
-                            cur = b
-                        h, c = _step(mode, xp[off[t]:off[t + 1]], h, c, *args)
-                        seq[t] = h
-                    if done_h:
-                        h = _sh.cat([h] + done_h[::-1], 0)
-                        if c is not None:
-                            c = _sh.cat([c] + done_c[::-1], 0)
-                else:
-                    # backwards the batch grows: a sequence starts from its h0 row
-                    cur = bs[-1]
-                    h = hk if cur == full else hk[:cur]
-                    c = ck if ck is None or cur == full else ck[:cur]
-                    for t in range(steps - 1, -1, -1):
-                        b = bs[t]
-                        if b > cur:
-                            h = _sh.cat([h, hk[cur:b]], 0)
-                            if c is not None:
-                                c = _sh.cat([c, ck[cur:b]], 0)
-                            cur = b
-                        h, c = _step(mode, xp[off[t]:off[t + 1]], h, c, *args)
-                        seq[t] = h
+                p = {n.split('_l')[0]: getattr(self, n) for n in self._all_weights[k]}
+                out, h, c = _layer(self.mode, self.hidden_size, layer_in, h0[k],
+                                   c0[k] if c0 is not None else None, p['weight_ih'],
+                                   p['weight_hh'], p.get('bias_ih'), p.get('bias_hh'),
+                                   p.get('weight_hr'), direction == 1, batch_sizes)
+                outs.append(out)
                 h_last.append(h)
                 c_last.append(c)
-                outs.append(_sh.cat(seq, 0))
-            layer_in = outs[0] if num_directions == 1 else _sh.cat(outs, 1)
+            layer_in = outs[0] if num_directions == 1 else _sh.cat(outs, feature_dim)
+            # dropout between layers, on every output but the last layer's, in training
             if self.training and self.dropout > 0 and layer < self.num_layers - 1:
                 layer_in = F.dropout(layer_in, self.dropout, True)
         h_n = _sh.stack(h_last, 0)
