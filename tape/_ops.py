@@ -1276,6 +1276,100 @@ def mm(a, b):
     return _result(out, tape, slot)
 
 
+_OP_T = OP['t']
+_OP_ADD = OP['add']
+_T_INDEX = {}       # weight shape -> the t record's index map (read-only, shared)
+_LINEAR_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _t_index(shape):
+    idx = _T_INDEX.get(shape)
+    if idx is None:
+        idx = np.ascontiguousarray(flat_index(shape).T, dtype=_I64).ravel()
+        idx.flags.writeable = False
+        if len(_T_INDEX) > 256:
+            _T_INDEX.clear()
+        _T_INDEX[shape] = idx
+    return idx
+
+
+def linear_records(inp, w, bias):
+    """``F.linear(inp, w, bias)`` for the common case of a layer's forward: a 2-D
+    input, leaf weight (requiring grad) and bias of its float dtype, small.
+
+    Appends exactly the records the composite ``t(w)``, ``mm``, ``add`` appends
+    (t, mm, broadcast, add, in that order, with the same slots and saved
+    values), without making the intermediate tensors or the weight's view
+    bookkeeping: the view ``w.t()`` never reaches the user, so what it did for
+    in-place safety is a version note of ``w`` on the mm record, which reads
+    ``w``'s memory for the input's gradient.  None where another case applies
+    (the caller then runs the composite)."""
+    ad = inp._data
+    wd = w._data
+    bd = bias._data
+    if type(bias) is not Tensor or w._tape is not None or bias._tape is not None \
+            or not w._rg or w._extra is not None or bias._extra is not None \
+            or inp._extra is not None or type(ad) is not np.ndarray \
+            or type(wd) is not np.ndarray or type(bd) is not np.ndarray:
+        return None
+    dt = wd.dtype
+    if ad.ndim != 2 or wd.ndim != 2 or bd.ndim != 1 or ad.dtype is not dt \
+            or bd.dtype is not dt or dt not in _LINEAR_DTYPES:
+        return None
+    m, k = ad.shape
+    nout = wd.shape[0]
+    n = m * nout
+    if wd.shape[1] != k or bd.shape[0] != nout or not n or not k \
+            or n >= BIG or ad.size >= BIG or wd.size >= BIG:
+        return None
+    recording = not _OFF[0] or grad_mode.enabled
+    if recording:
+        from ._jit import _tracing
+        if getattr(_tracing, 'proxies', None) is not None:
+            return None
+    tape = inp._tape
+    if tape is not None and tape.alias is not None:
+        return None
+    wt = wd.T
+    out = ad @ wt
+    np.add(out, bd, out=out)        # (the mm result is no one else's: add in place)
+    if not recording:
+        return _leaf(out)
+    if tape is None:
+        tape = open_tape()
+    # t: the weight's transpose, an index map
+    wsize = wd.size
+    gw = w._goff if w._rec == tape.serial else tape.leaf_slot(w)
+    st = tape.gpos
+    tape.gpos = st + wsize
+    tape.rec += _PACK(_OP_T, st, wsize, gw, -1, tape.vpos, tape.add_attrs(_t_index(wd.shape)),
+                      wsize)
+    tape.n += 1
+    # mm: saves the input and the transposed weight (by reference)
+    g0 = _slot(inp, tape)
+    sm = tape.gpos
+    tape.gpos = sm + n
+    v = tape.vpos
+    saved = tape.saved
+    saved.append(ad)
+    saved.append(wt)
+    tape.vpos = v + m * k + k * nout
+    if inp._tape is None:               # the input, read for the weight's gradient
+        tape.save_box(inp)
+    if g0 >= 0:                         # the weight, read for the input's gradient
+        tape.save_box(w)
+    tape.rec += _PACK(_OP_MM, sm, n, g0, st, v, m, k)
+    tape.n += 1
+    # add of the broadcast bias
+    gb = _slot(bias, tape)
+    if gb >= 0:
+        gb = _expand_slot(tape, gb, bd.shape, out.shape, nout, n)
+    slot = tape.gpos
+    tape.gpos = slot + n
+    tape.rec += _PACK(_OP_ADD, slot, n, sm, gb, tape.vpos, 0, 0)
+    return _result(out, tape, slot)
+
+
 def _mm_error(ad, bd, a0=None, b0=None):
     for arg, pos, x in (('input', 1, a0), ('mat2', 2, b0)):
         if x is not None and not isinstance(x, (Tensor, np.ndarray, list, tuple)):

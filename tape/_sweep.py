@@ -166,16 +166,21 @@ def _joined(tape):
     Three times faster than ``np.concatenate`` on many small arrays (about
     30 ns an array against 100; a 100-step chain saves 300).  It applies when
     every part is float64, or every part float32: the tape holds only floats
-    (``nonfloat_saved`` is False), so the joined length tells which.  A mix,
-    or a part that is not contiguous (join refuses it), gives None, and
-    ``np.concatenate`` converts as before.
+    (``nonfloat_saved`` is False), so the joined length tells which.  A mix
+    gives None, and ``np.concatenate`` converts as before.
     """
     if not tape.vpos:
         return None
     try:
         buf = bytearray().join(tape.saved)     # a bytearray: V must be writeable
     except TypeError:
-        return None
+        # a part that is not contiguous (F.linear's transposed weight): its
+        # bytes in C order, a copy that np.concatenate would make too
+        try:
+            buf = bytearray().join([s if type(s) is not np.ndarray or s.flags.c_contiguous
+                                    else s.tobytes() for s in tape.saved])
+        except TypeError:
+            return None
     if len(buf) == 8 * tape.vpos:
         return np.frombuffer(buf, _F64)
     if len(buf) == 4 * tape.vpos:

@@ -211,6 +211,19 @@ class _FunctionRecord:
 
     def backward(self, store):
         """Compiled-sweep side: read output grads from the store, add input grads to it."""
+        bw = self.cls._backward_array
+        if bw is not None:
+            # the library's own one-in, one-out Functions (made by apply_own):
+            # arrays in, an array out, none of the generic checks' work
+            s = self.out_slots[0]
+            if s < 0 or not store.reached(s):
+                return
+            x, = self.ctx.saved_tensors         # (raises once freed, or changed in place)
+            shape = self.out_shapes[0]
+            g = store.get(s, int(np.prod(shape)), shape)
+            gx = bw(self.ctx, x, g)
+            store.add(self.in_slots[0], gx.size, gx)
+            return
         if not any(s >= 0 and store.reached(s) for s in self.out_slots):
             return
         grads = self._grads_in(
@@ -338,6 +351,9 @@ class Function(metaclass=_FunctionMeta):
     setup_context = staticmethod(_base_setup_context)
     backward = staticmethod(_base_backward)
     vjp = backward
+    # the library's own Functions recorded by apply_own: backward(ctx, x, grad
+    # array) -> the input's gradient array, for the compiled sweep
+    _backward_array = None
 
     def __init__(self, *args, **kwargs):
         warnings.warn(f'{type(self).__name__} should not be instantiated. Methods on autograd '
@@ -433,6 +449,51 @@ def _apply(cls, args, kwargs):
         if o._extra is not None:
             _rewrite_views(o)
     return tuple(outs) if is_tuple else outs[0]
+
+
+def apply_own(cls, x, *args):
+    """``cls.apply(x, *args)`` for the library's own Functions of one tensor ``x``
+    (the other arguments are not tensors) and one floating result, which set
+    up ``ctx`` in ``forward`` without ``mark_dirty``/``mark_non_differentiable``
+    and save ``x`` alone.  The record is the one ``apply`` makes, without its
+    generic work (a loss is called once per training step, where that work
+    cost more than the loss)."""
+    if jvp_hook is not None or type(x) is not Tensor:
+        return cls.apply(x, *args)
+    ctx = FunctionCtx(cls._backward_name)
+    rg = x._rg
+    ctx.needs_input_grad = (rg,) + (False,) * len(args)
+    o = cls.forward(ctx, x, *args)      # (records nothing: NumPy only)
+    if not (rg and grad_mode.enabled):
+        ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+        ctx._to_save = ()
+        return o
+    tape = x._tape
+    if tape is None:
+        tape = _ops.open_tape()
+    elif tape.alias is not None:
+        tape = resolve(x)
+    rec = _FunctionRecord()
+    rec.cls = cls
+    rec.ctx = ctx
+    rec.nargs = 1 + len(args)
+    rec.in_slots = [_ops._slot(x, tape)] + [-1] * len(args)
+    rec.in_shapes = [x._data.shape] + [()] * len(args)
+    rec.in_dtypes = [x._data.dtype] + [None] * len(args)
+    d = o._data
+    index = tape.n
+    slot = tape.alloc(d.size)
+    o._rg = True
+    o._tape = tape
+    o._goff = slot
+    o._rec = index
+    rec.out_slots, rec.out_shapes, rec.out_dtypes = [slot], [d.shape], [d.dtype]
+    tape.rec += PACK(_PYTHON_OP, slot, 0, -1, -1, 0, len(tape.py), 0)
+    tape.py.append(rec)
+    tape.n += 1
+    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+    ctx._to_save = ()
+    return o
 
 
 def _rewrite_views(o):

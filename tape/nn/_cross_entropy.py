@@ -18,7 +18,7 @@ import numpy as np
 
 from .._tape import grad_mode
 from .._tensor import _leaf
-from ..autograd.function import Function
+from ..autograd.function import Function, apply_own
 
 
 def _rows(d, cdim):
@@ -75,19 +75,28 @@ class _CrossEntropy(Function):
         x, = ctx.saved_tensors
         if grad_mode.enabled:
             return _backward_tensors(ctx, x, gy), None, None, None, None
-        e = ctx.e
-        dt = e.dtype
-        g = np.asarray(gy._data, dtype=dt)
-        coef = ctx.scale * (g.reshape(-1) if ctx.reduction == 'none' else g)
-        with np.errstate(all='ignore'):
-            gx = e * (coef / ctx.s)[:, None]          # softmax * coef, one pass
-            gx[ctx.rows, ctx.safe] -= coef
-        xd_shape = x.shape
-        if len(xd_shape) > 2:
-            # rows back to (N, C, d1...): class dim from last to 1
-            lead = (xd_shape[0],) + tuple(xd_shape[2:])
-            gx = np.ascontiguousarray(np.moveaxis(gx.reshape(lead + (xd_shape[1],)), -1, 1))
-        return _leaf(gx.reshape(xd_shape)), None, None, None, None
+        return _leaf(_backward_array(ctx, x, gy._data)), None, None, None, None
+
+    @staticmethod
+    def _backward_array(ctx, x, g):
+        return _backward_array(ctx, x, g)
+
+
+def _backward_array(ctx, x, g):
+    """The input's gradient as an array, from the output's (``g``, any float dtype)."""
+    e = ctx.e
+    dt = e.dtype
+    g = np.asarray(g, dtype=dt)
+    coef = ctx.scale * (g.reshape(-1) if ctx.reduction == 'none' else g)
+    with np.errstate(all='ignore'):
+        gx = e * (coef / ctx.s)[:, None]          # softmax * coef, one pass
+        gx[ctx.rows, ctx.safe] -= coef
+    xd_shape = x.shape
+    if len(xd_shape) > 2:
+        # rows back to (N, C, d1...): class dim from last to 1
+        lead = (xd_shape[0],) + tuple(xd_shape[2:])
+        gx = np.ascontiguousarray(np.moveaxis(gx.reshape(lead + (xd_shape[1],)), -1, 1))
+    return gx.reshape(xd_shape)
 
 
 def _backward_tensors(ctx, x, gy):
@@ -112,4 +121,4 @@ _CrossEntropy._backward_name = 'NllLossBackward0'
 
 
 def cross_entropy_indices(x, t, w, ignore_index, reduction):
-    return _CrossEntropy.apply(x, t, w, ignore_index, reduction)
+    return apply_own(_CrossEntropy, x, t, w, ignore_index, reduction)

@@ -406,6 +406,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 def linear(input, weight, bias=None):  # noqa: A002
     """``input @ weight.T + bias``."""
+    if type(input) is Tensor and bias is not None:
+        out = _ops.linear_records(input, weight, bias)
+        if out is not None:
+            return out
     inp, w = _t(input), _t(weight, input)
     if np.ndim(w._data) == 1:
         out = matmul(inp, w)
