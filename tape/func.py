@@ -581,3 +581,44 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
 
 
 _ABSENT = object()
+
+
+def stack_module_state(models):
+    """As ``torch.func.stack_module_state``: the parameters and buffers of ``M``
+    modules of one class stacked along a new first dim, as two dicts by name
+    (``(params, buffers)``), for ensembling with :func:`vmap` and
+    :func:`functional_call`.  Stacked parameters are new leaves that require grad
+    (optimizable, unrelated to the models' own parameters).
+
+    >>> import tape
+    >>> ms = [tape.nn.Linear(3, 2) for _ in range(4)]
+    >>> params, buffers = tape.func.stack_module_state(ms)
+    >>> params['weight'].shape, params['weight'].requires_grad, buffers
+    (tape.Size([4, 2, 3]), True, {})
+    """
+    models = list(models)
+    if len(models) == 0:
+        raise RuntimeError('stack_module_state: Expected at least one model, got 0.')
+    if not (all(m.training for m in models) or all(not m.training for m in models)):
+        raise RuntimeError('stack_module_state: Expected all models to have the same '
+                           'training/eval mode.')
+    if not all(type(m) is type(models[0]) for m in models):
+        raise RuntimeError('stack_module_state: Expected all models to be of the same class.')
+
+    def stacked(tensors, name):
+        need = [t.requires_grad for t in tensors]
+        if any(need) and not all(need):
+            raise RuntimeError(f'Expected {name} from each model to have the same '
+                               '.requires_grad')
+        from ._shapes import stack
+        out = stack(tensors)
+        return out.detach().requires_grad_() if all(need) else out
+
+    all_params = [dict(m.named_parameters()) for m in models]
+    all_buffers = [dict(m.named_buffers()) for m in models]
+    params = {k: stacked([p[k] for p in all_params], k) for k in all_params[0]}
+    buffers = {k: stacked([b[k] for b in all_buffers], k) for k in all_buffers[0]}
+    return params, buffers
+
+
+__all__ += ['stack_module_state']

@@ -43,6 +43,7 @@ import numpy as np
 from .. import _shapes as _sh
 from .._elementwise import where as _where
 from .._linalg import matmul
+from .._grad_mode import is_grad_enabled
 from .._tape import note_value_use
 from .._tensor import Tensor, _default_dtype, _leaf
 from . import functional as F
@@ -625,6 +626,29 @@ class TransformerDecoderLayer(Module):
         return self.dropout3(x)
 
 
+def _why_not_nested(layer):
+    """PyTorch's reason (set at construction) not to use nested tensors, or ''."""
+    name = 'encoder_layer'
+    if not isinstance(layer, TransformerEncoderLayer):
+        return f'{name} was not TransformerEncoderLayer'
+    if layer.norm_first:
+        return f'{name}.norm_first was True'
+    if not layer.self_attn.batch_first:
+        return (f'{name}.self_attn.batch_first was not True'
+                '(use batch_first for better inference performance)')
+    if not layer.self_attn._qkv_same_embed_dim:
+        return f'{name}.self_attn._qkv_same_embed_dim was not True'
+    if layer.self_attn.in_proj_bias is None:
+        return f'{name}.self_attn was passed bias=False'
+    if not layer.activation_relu_or_gelu:
+        return f'{name}.activation_relu_or_gelu was not True'
+    if layer.norm1.eps != layer.norm2.eps:
+        return f'{name}.norm1.eps was not equal to {name}.norm2.eps'
+    if layer.self_attn.num_heads % 2 == 1:
+        return f'{name}.self_attn.num_heads is odd'
+    return ''
+
+
 class TransformerEncoder(Module):
     """``num_layers`` deep copies of ``encoder_layer``, then ``norm`` if given."""
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
@@ -634,19 +658,56 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
-        self.use_nested_tensor = False      # tape has no nested tensors
+        # PyTorch's sparsity fast path: under it (eval, no grad, a left-aligned
+        # src_key_padding_mask, no mask) the layers run on a nested tensor of the
+        # unpadded tokens, so the padded positions come out as zeros.  tape has no
+        # nested tensors; it runs the general path and zeroes those positions.
+        self.use_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
+        why = _why_not_nested(encoder_layer)
+        if enable_nested_tensor and why:
+            import warnings
+            warnings.warn(f'enable_nested_tensor is True, but self.use_nested_tensor is False '
+                          f'because {why}', stacklevel=2)
+            self.use_nested_tensor = False
+
+    def _nested_valid(self, src, src_key_padding_mask, mask):
+        """The (N, S) bool array of kept tokens when PyTorch would take its nested-tensor
+        path for this call, else None."""
+        first = self.layers[0]
+        if (not getattr(self, 'use_nested_tensor', False) or first.training or src.dim() != 3
+                or src_key_padding_mask is None or mask is not None):
+            return None
+        valid = np.asarray(src_key_padding_mask._data) == 0    # logical_not of the float mask
+        if getattr(self, 'mask_check', True):
+            # left-aligned: each row's kept tokens come first
+            if not (valid[:, 1:] <= valid[:, :-1]).all():
+                return None
+        if is_grad_enabled():
+            sa, n1, n2 = first.self_attn, first.norm1, first.norm2
+            args = (src, sa.in_proj_weight, sa.in_proj_bias, sa.out_proj.weight,
+                    sa.out_proj.bias, n1.weight, n1.bias, n2.weight, n2.bias,
+                    first.linear1.weight, first.linear1.bias, first.linear2.weight,
+                    first.linear2.bias)
+            if any(t is not None and t.requires_grad for t in args):
+                return None
+        return valid
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         src_key_padding_mask = _canonical_mask(src_key_padding_mask, 'src_key_padding_mask',
                                                _none_or_dtype(mask), 'mask', _dt(src))
         mask = _canonical_mask(mask, 'mask', None, '', _dt(src), check_other=False)
         batch_first = self.layers[0].self_attn.batch_first
+        valid = self._nested_valid(src, src_key_padding_mask, mask)
         is_causal = _detect_is_causal_mask(mask, is_causal, _get_seq_len(src, batch_first))
         output = src
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal,
                          src_key_padding_mask=src_key_padding_mask)
+        if valid is not None:
+            # (a nested tensor's to_padded_tensor(0.0): an all-padded row is zeros too)
+            output = _where(_leaf(valid[:, :, None]), output,
+                            _leaf(np.zeros((), _dt(output))))
         if self.norm is not None:
             output = self.norm(output)
         return output

@@ -40,7 +40,7 @@ from ..autograd.function import Function
 
 __all__ = ['conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'max_pool1d',
            'max_pool2d', 'max_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d',
-           'adaptive_avg_pool1d', 'adaptive_avg_pool2d']
+           'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d']
 
 # stride (sh, sw); pads ((top, bottom), (left, right)); dilation (dh, dw); groups
 _Geom = _namedtuple('_Geom', ['stride', 'pads', 'dilation', 'groups'])
@@ -999,6 +999,44 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     # another; matmul gives every derivative
     out = _leaf(_adaptive_matrix(h, oh, dt)).matmul(x).matmul(
         _leaf(np.ascontiguousarray(_adaptive_matrix(w, ow, dt).T)))
+    return out.squeeze(0) if unbatched else out
+
+
+def adaptive_avg_pool3d(input, output_size):  # noqa: A002
+    """Average pooling of (N, C, D, H, W) (or (C, D, H, W)) input to a fixed
+    ``output_size`` (an int, or a triple whose ``None`` keeps that input size),
+    with PyTorch's window bounds.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.adaptive_avg_pool3d(tape.arange(8.).reshape(1, 1, 2, 2, 2), 1)
+    tensor([[[[[3.5000]]]]])
+    """
+    _check_tensor(input, 'input', 'adaptive_avg_pool3d')
+    x, unbatched = _batched(input, 3, 'adaptive_avg_pool3d')
+    if isinstance(output_size, (list, tuple)):
+        if len(output_size) != 3:
+            raise RuntimeError('adaptive_avg_pool3d: output_size must be 3')
+        size = tuple(output_size)
+    else:
+        size = (output_size,) * 3
+    dims = tuple(x.shape[2:])
+    outs = tuple(n if o is None else int(o) for n, o in zip(dims, size))
+    if any(o < 0 for o in outs):
+        raise RuntimeError('adaptive_avg_pool3d: elements of output_size must be greater '
+                           'than or equal to 0 but received {%d, %d,%d}' % outs)
+    for dim in range(1, x.dim()):
+        if x.shape[dim] == 0:
+            raise RuntimeError(f'adaptive_avg_pool3d(): Expected input to have non-zero size '
+                               f'for non-batch dimensions, but input has sizes '
+                               f'{list(x.shape)} with dimension {dim} being empty')
+    (d, h, w), (od, oh, ow) = dims, outs
+    n, c = x.shape[:2]
+    dt = np.asarray(x._data).dtype
+    # a mean over a box is three averaging matrices, one per spatial axis
+    out = _leaf(_adaptive_matrix(h, oh, dt)).matmul(x).matmul(
+        _leaf(np.ascontiguousarray(_adaptive_matrix(w, ow, dt).T)))
+    out = _leaf(_adaptive_matrix(d, od, dt)).matmul(out.reshape(n, c, d, oh * ow))
+    out = out.reshape(n, c, od, oh, ow)
     return out.squeeze(0) if unbatched else out
 
 

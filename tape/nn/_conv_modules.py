@@ -22,7 +22,7 @@ from .modules import Module, _affine_params, _dtype, _empty, _reset_affine
 
 __all__ = ['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d', 'MaxPool1d',
            'MaxPool2d', 'MaxPool3d', 'AvgPool1d', 'AvgPool2d', 'AvgPool3d', 'AdaptiveAvgPool1d',
-           'AdaptiveAvgPool2d', 'BatchNorm1d', 'BatchNorm2d', 'BatchNorm3d']
+           'AdaptiveAvgPool2d', 'AdaptiveAvgPool3d', 'BatchNorm1d', 'BatchNorm2d', 'BatchNorm3d']
 
 
 def _ntuple(v, n):
@@ -304,6 +304,19 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, input):  # noqa: A002
         return _F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self):
+        return f'output_size={self.output_size}'
+
+
+class AdaptiveAvgPool3d(Module):
+    """Average pooling of (N, C, D, H, W) input to a fixed output size."""
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):  # noqa: A002
+        return _F.adaptive_avg_pool3d(input, self.output_size)
 
     def extra_repr(self):
         return f'output_size={self.output_size}'

@@ -1644,12 +1644,13 @@ def bilinear(input1, input2, weight, bias=None):
 from ._layer_norm import layer_norm as _layer_norm_fn  # noqa: E402
 from ._cross_entropy import cross_entropy_indices as _ce_indices  # noqa: E402
 from . import _softmax as _sm  # noqa: E402
-from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,  # noqa: E402
-                    avg_pool2d, avg_pool3d, conv1d, conv2d, conv3d, conv_transpose1d,
-                    conv_transpose2d, max_pool1d, max_pool2d, max_pool3d)
+from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: E402
+                    adaptive_avg_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, conv1d, conv2d,
+                    conv3d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d,
+                    max_pool3d)
 __all__ += ['conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d',
             'max_pool1d', 'max_pool2d', 'max_pool3d', 'avg_pool1d', 'avg_pool2d',
-            'avg_pool3d', 'adaptive_avg_pool1d', 'adaptive_avg_pool2d']
+            'avg_pool3d', 'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d']
 
 
 def multi_head_attention_forward(*args, **kwargs):
