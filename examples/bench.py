@@ -1,9 +1,11 @@
-"""Benchmarks W1-W8 of DESIGN.md: tape against PyTorch (and JAX, HIPS autograd).
+"""Benchmarks W1-W8 of DESIGN.md and model training steps (M0-M3): tape against
+PyTorch (and JAX, HIPS autograd).
 
 Run with ``make bench`` (or ``python examples/bench.py``). Options:
 
     --quick          very few repeats (a smoke test, numbers are noisy)
-    --only W1,W6     run only these workloads (W5 selects its three rows)
+    --only W1,W6     run only these workloads (W5 selects its three rows, M the
+                     four model steps)
 
 What it measures
     Each workload is written once as a function of a module-like ``lib``
@@ -104,6 +106,14 @@ def _fresh_data():
         'w5_x': rng.standard_normal(W5_SHAPE).astype(f32),
         'w6_h': 0.5,
         'w7_x': rng.standard_normal(W7_DIM), 'w7_v': rng.standard_normal(W7_DIM),
+        # model steps (M rows), drawn after the W data so that stays as it was
+        'm_mlp_x': rng.standard_normal((32, 20)).astype(f32),
+        'm_mlp_y': rng.integers(0, 3, 32),
+        'm_lstm_x': rng.standard_normal((16, 20, 32)).astype(f32),
+        'm_lstm_y': rng.standard_normal((16, 1)).astype(f32),
+        'm_cnn_x': rng.standard_normal((32, 1, 28, 28)).astype(f32),
+        'm_cnn_y': rng.integers(0, 10, 32),
+        'm_tfm_x': rng.standard_normal((8, 16, 64)).astype(f32),
     }
 
 
@@ -395,6 +405,72 @@ def w6_build(lib, d):
     return step, lambda: [_np(h0.grad)]
 
 
+def _same_params(lib, model):
+    """Give ``model``'s parameters the same values in either library (their own
+    initialisations draw from different generators): by position, from NumPy."""
+    with lib.no_grad():
+        for i, p in enumerate(model.parameters()):
+            shape = tuple(p.shape)
+            fan = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+            values = np.random.default_rng([7, i]).standard_normal(shape) / np.sqrt(fan)
+            p.copy_(_T(lib, values.astype(np.float32)))
+    return model
+
+
+def _model_step(model, opt, loss_of):
+    def step():
+        opt.zero_grad()
+        loss_of().backward()
+        opt.step()
+    return step, lambda: [_np(p.grad) for p in model.parameters()]
+
+
+def m_mlp_build(lib, d):
+    """M0: a small classifier, (32,20)-64-64-3 with ReLU, cross entropy, SGD with momentum."""
+    nn = lib.nn
+    model = _same_params(lib, nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64),
+                                            nn.ReLU(), nn.Linear(64, 3)))
+    x, y = _T(lib, d['m_mlp_x']), _T(lib, d['m_mlp_y'])
+    opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return _model_step(model, opt, lambda: nn.functional.cross_entropy(model(x), y))
+
+
+def m_lstm_build(lib, d):
+    """M1: an LSTM(32, 64) over (16, 20, 32), a linear head on the last step, MSE, Adam."""
+    nn = lib.nn
+    lstm, head = nn.LSTM(32, 64, batch_first=True), nn.Linear(64, 1)
+    model = _same_params(lib, nn.ModuleList([lstm, head]))
+    x, y = _T(lib, d['m_lstm_x']), _T(lib, d['m_lstm_y'])
+    opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+
+    def loss():
+        out, _ = lstm(x)
+        return ((head(out[:, -1]) - y) ** 2).mean()
+    return _model_step(model, opt, loss)
+
+
+def m_cnn_build(lib, d):
+    """M2: a LeNet-sized CNN on (32, 1, 28, 28): two 3x3 conv + ReLU + 2x2 max pool, a
+    linear layer, cross entropy, SGD."""
+    nn = lib.nn
+    model = _same_params(lib, nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(16 * 7 * 7, 10)))
+    x, y = _T(lib, d['m_cnn_x']), _T(lib, d['m_cnn_y'])
+    opt = lib.optim.SGD(model.parameters(), lr=0.01)
+    return _model_step(model, opt, lambda: nn.functional.cross_entropy(model(x), y))
+
+
+def m_tfm_build(lib, d):
+    """M3: one TransformerEncoderLayer(64, 4 heads, 128, no dropout) on (8, 16, 64), Adam."""
+    model = _same_params(lib, lib.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0,
+                                                             batch_first=True))
+    x = _T(lib, d['m_tfm_x'])
+    opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+    return _model_step(model, opt, lambda: (model(x) ** 2).mean())
+
+
 def _rosenbrock(x):
     return (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()
 
@@ -585,6 +661,12 @@ WORKLOADS = [
     ('W6', 'W6j the W6 chain under tape.jit (torch eager)', w6j_build, None, 'f64', {}),
     ('W7', 'W7 Rosenbrock-100 HVP by double backward', w7_build, None, 'f64',
      {'jax': jax_w7, 'autograd': hips_w7}),
+    # training steps of small models written with nn and optim (not DESIGN.md's)
+    ('M', 'M0 MLP classifier step, (32,20)-64-64-3, CE + SGD', m_mlp_build, None, 'f32', {}),
+    ('M', 'M1 LSTM(32,64) step on (16,20,32) + Adam', m_lstm_build, None, 'f32', {}),
+    ('M', 'M2 CNN step, LeNet-sized on (32,1,28,28) + SGD', m_cnn_build, None, 'f32', {}),
+    ('M', 'M3 TransformerEncoderLayer(64,4) step on (8,16,64) + Adam', m_tfm_build, None,
+     'f32', {}),
 ]
 
 DISPLAY = {'jax': 'JAX (jit)', 'autograd': 'HIPS autograd'}
