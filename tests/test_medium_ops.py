@@ -6,33 +6,10 @@ import pytest
 
 import tape
 from tape import _composites
+from tests.test_perf_paths_hunt import _kinds, _second_order as _against_torch
 
 rng = np.random.default_rng(23)
 XN = rng.standard_normal((256, 130))           # 33280 elements: large (tape._big.BIG)
-
-
-def _kinds(t):
-    return [type(m.attrs).__name__ for m in t._tape.big]
-
-
-def _against_torch(f, arrays, order=2):
-    """f over leaves of each library: its value, the gradients of a weighted
-    loss and (order 2) the gradients of their squared norm, tape vs torch."""
-    torch = pytest.importorskip('torch')
-    out = {}
-    for lib in (torch, tape):
-        xs = [lib.tensor(a, requires_grad=True) for a in arrays]
-        y = f(lib, *xs)
-        w = lib.tensor(np.random.default_rng(5).standard_normal(tuple(y.shape)))
-        loss = (lib.tanh(y) * w).sum()
-        gs = lib.autograd.grad(loss, xs, create_graph=order > 1)
-        res = [y.detach().numpy()] + [g.detach().numpy() for g in gs]
-        if order > 1:
-            sum((g * g).sum() for g in gs).backward()
-            res += [x.grad.numpy() for x in xs]
-        out[lib.__name__] = res
-    for a, b in zip(out['torch'], out['tape']):
-        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
 
 
 # ------------------------------------------------------------------ flip

@@ -26,6 +26,21 @@ from ..autograd.function import Function
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+def _output(ctx, arr, dim):
+    """The result tensor, saved (alone) for the backward, as PyTorch's node saves it."""
+    y = _leaf(arr)
+    ctx.dim = dim
+    ctx.save_for_backward(y)
+    return y
+
+
+def _saved(ctx, g):
+    """(y, dim, y's array, g's array in y's dtype) for the NumPy backward."""
+    y, = ctx.saved_tensors
+    yd = np.asarray(y._data)
+    return y, ctx.dim, yd, np.asarray(g._data, dtype=yd.dtype)
+
+
 class _Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
@@ -34,19 +49,13 @@ class _Softmax(Function):
             e = xd - xd.max(axis=dim, keepdims=True)
             np.exp(e, out=e)
             e /= e.sum(axis=dim, keepdims=True)
-        y = _leaf(e)
-        ctx.dim = dim
-        ctx.save_for_backward(y)
-        return y
+        return _output(ctx, e, dim)
 
     @staticmethod
     def backward(ctx, g):
-        y, = ctx.saved_tensors
-        dim = ctx.dim
+        y, dim, yd, gd = _saved(ctx, g)
         if grad_mode.enabled:
             return _ops.mul(y, _ops.sub(g, _ops.sum_(_ops.mul(g, y), dim, True))), None
-        yd = np.asarray(y._data)
-        gd = np.asarray(g._data, dtype=yd.dtype)
         gx = np.multiply(gd, yd)
         dot = gx.sum(axis=dim, keepdims=True)
         np.subtract(gd, dot, out=gx)
@@ -61,19 +70,13 @@ class _LogSoftmax(Function):
         with np.errstate(all='ignore'):        # an all -inf or a +inf row gives NaN
             z = xd - xd.max(axis=dim, keepdims=True)
             z -= np.log(np.exp(z).sum(axis=dim, keepdims=True))
-        y = _leaf(z)
-        ctx.dim = dim
-        ctx.save_for_backward(y)
-        return y
+        return _output(ctx, z, dim)
 
     @staticmethod
     def backward(ctx, g):
-        y, = ctx.saved_tensors
-        dim = ctx.dim
+        y, dim, yd, gd = _saved(ctx, g)
         if grad_mode.enabled:
             return _ops.sub(g, _ops.mul(_ops.exp(y), _ops.sum_(g, dim, True))), None
-        yd = np.asarray(y._data)
-        gd = np.asarray(g._data, dtype=yd.dtype)
         gx = np.exp(yd)
         gx *= gd.sum(axis=dim, keepdims=True)
         np.subtract(gd, gx, out=gx)

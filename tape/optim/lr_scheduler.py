@@ -160,6 +160,16 @@ class LRScheduler:
         return _param_groups_val_list(self.optimizer, 'lr')
 
 
+def _per_group(optimizer, lr_lambda):
+    """One ``lr_lambda`` for every param group, or a list with one per group."""
+    if not isinstance(lr_lambda, (list, tuple)):
+        return [lr_lambda] * len(optimizer.param_groups)
+    if len(lr_lambda) != len(optimizer.param_groups):
+        raise ValueError(f'Expected {len(optimizer.param_groups)} lr_lambdas, but got '
+                         f'{len(lr_lambda)}')
+    return list(lr_lambda)
+
+
 class LambdaLR(LRScheduler):
     """``lr = base_lr * lr_lambda(epoch)`` (one function, or one per group).
 
@@ -172,13 +182,7 @@ class LambdaLR(LRScheduler):
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         self.optimizer = optimizer
-        if not isinstance(lr_lambda, (list, tuple)):
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
-        else:
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(f'Expected {len(optimizer.param_groups)} lr_lambdas, but got '
-                                 f'{len(lr_lambda)}')
-            self.lr_lambdas = list(lr_lambda)
+        self.lr_lambdas = _per_group(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def state_dict(self):
@@ -302,13 +306,7 @@ class MultiplicativeLR(LRScheduler):
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         self.optimizer = optimizer
-        if not isinstance(lr_lambda, (list, tuple)):
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
-        else:
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(f'Expected {len(optimizer.param_groups)} lr_lambdas, but got '
-                                 f'{len(lr_lambda)}')
-            self.lr_lambdas = list(lr_lambda)
+        self.lr_lambdas = _per_group(optimizer, lr_lambda)
         for fn in self.lr_lambdas:
             if not callable(fn):
                 raise TypeError(f'lr_lambda should be a function, but got {type(fn).__name__}')
