@@ -40,6 +40,7 @@ import math as _math
 
 import numpy as np
 
+from .. import _ops
 from .. import _shapes as _sh
 from .._elementwise import where as _where
 from .._linalg import matmul
@@ -47,6 +48,7 @@ from .._grad_mode import is_grad_enabled
 from .._tape import note_value_use
 from .._tensor import Tensor, _default_dtype, _leaf
 from . import functional as F
+from . import _sdpa as _sdpa_node
 from . import init
 from .modules import Dropout, LayerNorm, Linear, Module, ModuleList, _empty
 
@@ -431,6 +433,10 @@ class MultiheadAttention(Module):
         key_padding_mask = _canonical_mask(key_padding_mask, 'key_padding_mask',
                                            _none_or_dtype(attn_mask), 'attn_mask', qdt)
         attn_mask = _canonical_mask(attn_mask, 'attn_mask', None, '', qdt, check_other=False)
+        if not need_weights and query is key and key is value:
+            out = self._packed_self_attention(query, key_padding_mask, attn_mask, is_causal)
+            if out is not None:
+                return out, None
         if self.batch_first and is_batched:
             # keep the identities (self-attention, k is v) that the projection uses
             if key is value:
@@ -454,6 +460,64 @@ class MultiheadAttention(Module):
         if self.batch_first and is_batched:
             out = out.transpose(1, 0)
         return out, weights
+
+    def _packed_self_attention(self, x, key_padding_mask, attn_mask, is_causal):
+        """Self-attention without weights (a Transformer layer's call) in four nodes:
+        the packed input projection, one attention node from its rows to the merged
+        heads (``tape/nn/_sdpa.py``), the output projection and a reshape; the
+        values are the general path's up to rounding.  None for every case it does
+        not cover (dropout, bias_kv, zero attention, separate projection weights,
+        masks that require grad or of another dtype, unbatched input, float16, a
+        tape.jit trace, shapes the general path rejects)."""
+        w = self.in_proj_weight
+        if (type(x) is not Tensor or w is None or self.bias_k is not None
+                or self.bias_v is not None or self.add_zero_attn
+                or (self.training and self.dropout > 0.0)):
+            return None
+        d = x._data
+        dt = d.dtype
+        if dt not in _sdpa_node.DTYPES or d.ndim != 3 or w._data.dtype != dt \
+                or d.shape[2] != self.embed_dim or not d.size:
+            return None
+        if self.batch_first:
+            n, L, E = d.shape
+        else:
+            L, n, E = d.shape
+        heads = self.num_heads
+        for m in (key_padding_mask, attn_mask):
+            if m is not None and (type(m) is not Tensor or m._rg or m._data.dtype != dt):
+                return None
+        from .._jit import _tracing
+        if getattr(_tracing, 'proxies', None) is not None:
+            return None
+        if is_causal and attn_mask is None:
+            return None                             # (the general path raises)
+        if is_causal and key_padding_mask is None:
+            bias = np.triu(np.full((L, L), -np.inf, dt), 1)
+        else:
+            bias = None
+            if attn_mask is not None:
+                am = attn_mask._data
+                if am.shape == (L, L):
+                    bias = am
+                elif am.shape == (n * heads, L, L):
+                    bias = am.reshape(n, heads, L, L)
+                else:
+                    return None                     # (the general path raises)
+            if key_padding_mask is not None:
+                kp = key_padding_mask._data
+                if kp.shape != (n, L):
+                    return None
+                kp = kp.reshape(n, 1, 1, L)
+                bias = kp if bias is None else bias + kp
+            if bias is not None:
+                note_value_use('attention mask')     # (which rows are fully masked is baked in)
+        rows = _ops.reshape(x, (n * L, E))
+        proj = F.linear(rows, w, self.in_proj_bias)
+        o = _sdpa_node.packed_self_attention(proj, n, L, heads, bias,
+                                        1.0 / _math.sqrt(E // heads), True, self.batch_first)
+        out = F.linear(o, self.out_proj.weight, self.out_proj.bias)
+        return _ops.reshape(out, tuple(d.shape))
 
     def merge_masks(self, attn_mask, key_padding_mask, query):
         """PyTorch's helper for its fused path: (merged mask, mask type 0/1/2)."""

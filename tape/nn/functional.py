@@ -1190,6 +1190,37 @@ def threshold_(input, threshold, value):  # noqa: A002
 
 # -- embedding ------------------------------------------------------------------
 
+def _sdpa_bias(q, k, v, attn_mask, is_causal, L, S):
+    """The additive mask (or None) of sdpa's one-node form (tape/nn/_sdpa.py), as
+    PyTorch's CPU build fuses it: 4-D q, k, v of one float32/float64 dtype, equal
+    batch dims and one head size, a 2-D or 4-D mask that needs no grad; False
+    where the composite runs (also while tape.jit traces)."""
+    from .._jit import _tracing
+    qd, kd, vd = q._data, k._data, v._data
+    dt = qd.dtype
+    if dt not in _sdpa_node.DTYPES or kd.dtype != dt or vd.dtype != dt or qd.ndim != 4 \
+            or kd.ndim != 4 or vd.ndim != 4 or qd.shape[:2] != kd.shape[:2] \
+            or kd.shape[:3] != vd.shape[:3] or not qd.shape[3] == kd.shape[3] == vd.shape[3] \
+            or not (qd.size and kd.size and vd.size) \
+            or getattr(_tracing, 'proxies', None) is not None:
+        return False
+    if is_causal:
+        return np.triu(np.full((L, S), -np.inf, dt), 1)
+    if attn_mask is None:
+        return None
+    m = _t(attn_mask)
+    md = np.asarray(m._data)
+    if m._rg or md.ndim not in (2, 4) or any(
+            a != 1 and a != b for a, b in zip(md.shape[::-1], (S, L) + qd.shape[1::-1])):
+        return False
+    note_value_use('attention mask')
+    if md.dtype == np.bool_:
+        return np.where(md, dt.type(0), dt.type(-np.inf))
+    if md.dtype != dt:
+        return False
+    return md
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """``softmax(q @ k^T * scale + bias, -1) @ v``, as PyTorch's reference math:
@@ -1206,6 +1237,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             k = k.repeat_interleave(hq // hk, -3)
             v = v.repeat_interleave(hq // _shape_of(v)[-3], -3)
     s = 1.0 / _math.sqrt(_shape_of(q)[-1]) if scale is None else scale
+    if dropout_p == 0.0:
+        bias = _sdpa_bias(q, k, v, attn_mask, is_causal, L, S)
+        if bias is not False:
+            return _sdpa_node.sdpa(q, k, v, bias, s, True)
     att = _ops.mul(matmul(q, _ops.transpose(k, -2, -1)), s)
     if is_causal:
         att = att.masked_fill(_leaf(np.triu(np.ones((L, S), bool), 1)), float('-inf'))
@@ -1644,6 +1679,7 @@ def bilinear(input1, input2, weight, bias=None):
 from ._layer_norm import layer_norm as _layer_norm_fn  # noqa: E402
 from ._cross_entropy import cross_entropy_indices as _ce_indices  # noqa: E402
 from . import _softmax as _sm  # noqa: E402
+from . import _sdpa as _sdpa_node  # noqa: E402
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: E402
                     adaptive_avg_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, conv1d, conv2d,
                     conv3d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d,
