@@ -496,6 +496,66 @@ def apply_own(cls, x, *args):
     return o
 
 
+class _OwnInputsRecord(_FunctionRecord):
+    """The record ``apply_own_inputs`` makes: the compiled sweep hands the output's
+    gradient array to ``cls._backward_arrays(ctx, g)``, which returns one array (or
+    None) per tensor input, each in that input's shape.  ``create_graph`` and node
+    hooks take the generic path (``cls.backward`` with tensors) it inherits."""
+    __slots__ = ()
+
+    def backward(self, store):
+        s = self.out_slots[0]
+        if s < 0 or not store.reached(s):
+            return
+        shape = self.out_shapes[0]
+        g = store.get(s, int(np.prod(shape)), shape)
+        for gi, si in zip(self.cls._backward_arrays(self.ctx, g), self.in_slots):
+            if gi is not None and si >= 0:
+                store.add(si, gi.size, gi)
+
+
+def apply_own_inputs(cls, tensors, *args):
+    """``cls.apply(*tensors, *args)`` for the library's own Functions of several
+    tensors (each a Tensor or None; the other arguments are not tensors) and one
+    floating result, with ``forward`` as ``apply_own`` asks (NumPy only, ctx set
+    up there, no ``mark_dirty``/``mark_non_differentiable``) and a
+    ``_backward_arrays(ctx, g)`` for the compiled sweep (see ``_OwnInputsRecord``).
+    ``apply_own`` for more than one differentiable input: a convolution's x, w
+    and bias."""
+    if jvp_hook is not None or any(t is not None and type(t) is not Tensor for t in tensors):
+        return cls.apply(*tensors, *args)
+    ctx = FunctionCtx(cls._backward_name)
+    needs = tuple(t is not None and t._rg for t in tensors)
+    ctx.needs_input_grad = needs + (False,) * len(args)
+    o = cls.forward(ctx, *tensors, *args)      # (records nothing: NumPy only)
+    if not (grad_mode.enabled and any(needs)):
+        ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+        ctx._to_save = ()
+        return o
+    tape = _ops.tape_of_all([t for t in tensors if t is not None])
+    rec = _OwnInputsRecord()
+    rec.cls = cls
+    rec.ctx = ctx
+    rec.nargs = len(tensors) + len(args)
+    rec.in_slots = [-1 if t is None else _ops._slot(t, tape) for t in tensors] + [-1] * len(args)
+    rec.in_shapes = [() if t is None else t._data.shape for t in tensors] + [()] * len(args)
+    rec.in_dtypes = [None if t is None else t._data.dtype for t in tensors] + [None] * len(args)
+    d = o._data
+    index = tape.n
+    slot = tape.alloc(d.size)
+    o._rg = True
+    o._tape = tape
+    o._goff = slot
+    o._rec = index
+    rec.out_slots, rec.out_shapes, rec.out_dtypes = [slot], [d.shape], [d.dtype]
+    tape.rec += PACK(_PYTHON_OP, slot, 0, -1, -1, 0, len(tape.py), 0)
+    tape.py.append(rec)
+    tape.n += 1
+    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+    ctx._to_save = ()
+    return o
+
+
 def _rewrite_views(o):
     """After dirty ``o`` became this Function's output: as after an in-place op,
     a view rewrites its base's graph, a base refreshes its views."""

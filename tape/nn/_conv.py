@@ -36,7 +36,7 @@ from collections import namedtuple as _namedtuple
 import numpy as np
 
 from .._tensor import Tensor, _leaf
-from ..autograd.function import Function
+from ..autograd.function import Function, apply_own, apply_own_inputs
 
 __all__ = ['conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'max_pool1d',
            'max_pool2d', 'max_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d',
@@ -242,7 +242,7 @@ def _conv_input_grad_fast(gy, w, geom, in_hw):
     dcols = dcols.reshape(n, c * kh * kw, oh * ow)
     if _is_pointwise((kh, kw), geom) and in_hw == (oh, ow):
         return dcols.reshape(gx.shape)
-    col2im(dcols, kh, kw, *_kernel_args(geom), oh, ow, gx)
+    col2im(dcols, kh, kw, *_kernel_args(geom), oh, ow, gx, True)
     return gx
 
 
@@ -349,6 +349,101 @@ class _ConvWeightGrad(Function):
         return dx, dgy, None, None
 
 
+# -- a conv2d layer as one record -----------------------------------------------------------
+# For the common layer (groups 1, float32/64, a batch): the columns of the whole batch
+# laid out (C*kh*kw, N*L), one product W @ cols, then back to NCHW with the bias added
+# in the same pass; the columns are kept for the weight gradient, which is then one
+# product without building them again, and the backward turns gy into (Cout, N*L)
+# once for the weight's, the bias's and the input's gradients.
+_KEEP_COLS = 1 << 23        # columns kept up to this many elements (32 MB in float32)
+
+
+def _layer_fast_ok(x, w, groups):
+    return (groups == 1 and x.shape[0] > 0 and x.dtype in _KERNEL_DTYPES
+            and w.dtype == x.dtype)
+
+
+def _conv_layer_forward(x, w, b, geom):
+    """(y, cols): y = conv(x, w) + b as (N, Cout, OH, OW), cols (C*kh*kw, N*OH*OW)."""
+    from compiler.conv_kernels import rows_to_samples
+    n = x.shape[0]
+    cout, c, kh, kw = w.shape
+    oh, ow = _out_hw(x.shape[2:], (kh, kw), geom)
+    cols = _columns(np.ascontiguousarray(x), kh, kw, geom, oh, ow, sample_major=False)
+    cols = cols.reshape(c * kh * kw, n * oh * ow)
+    yt = np.matmul(w.reshape(cout, c * kh * kw), cols)            # (Cout, N*L)
+    y = np.empty((n, cout, oh, ow), x.dtype)
+    bias = np.zeros(0, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
+    rows_to_samples(yt.reshape(cout, n, oh * ow), bias, y)
+    return y, cols
+
+
+def _conv_layer_backward(ctx, g):
+    """The (gx, gw, gb) arrays of ``_Conv2d`` from the output's gradient ``g``."""
+    from compiler.conv_kernels import col2im
+    x, w = ctx.saved_tensors        # (raises once freed, or changed in place)
+    xd, wd = np.ascontiguousarray(_arr(x)), np.ascontiguousarray(_arr(w))
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    geom = ctx.geom
+    n, cout, oh, ow = g.shape
+    _, c, kh, kw = wd.shape
+    ckk, m = c * kh * kw, n * oh * ow
+    g3 = np.asarray(g, xd.dtype).reshape(n, cout, oh * ow)
+    gx = gw = gb = None
+    if need_b:
+        gb = g3.sum((0, 2))
+    if need_w:
+        cols = ctx.cols
+        if cols is None:
+            cols = _columns(xd, kh, kw, geom, oh, ow, sample_major=False).reshape(ckk, m)
+        # one product per sample, gy[b] @ cols[:, b].T, summed: each sample's operands
+        # stay in cache (a single (Cout, N*L) @ (N*L, C*kh*kw) product measured 2-4x
+        # slower here, and needed gy transposed first)
+        cols3 = cols.reshape(ckk, n, oh * ow).transpose(1, 2, 0)          # (N, L, C*kh*kw)
+        gw = np.matmul(g3, cols3).sum(0).reshape(wd.shape)
+    if need_x:
+        gyt = np.ascontiguousarray(g3.transpose(1, 0, 2)).reshape(cout, m)
+        dcols = np.ascontiguousarray(wd.reshape(cout, ckk).T) @ gyt           # (C*kh*kw, N*L)
+        gx = np.empty(xd.shape, xd.dtype)
+        col2im(dcols.reshape(ckk, n, oh * ow), kh, kw, *_kernel_args(geom), oh, ow, gx, False)
+    ctx.cols = None
+    return gx, gw, gb
+
+
+class _Conv2d(Function):
+    """y = conv(x, w) + b (b may be None) for a groups-1 float32/64 convolution, one
+    record made by ``apply_own_inputs``: the compiled sweep takes
+    ``_backward_arrays``; under ``create_graph`` ``backward`` writes the gradients
+    with ``_ConvInputGrad``, ``_ConvWeightGrad`` and a sum, differentiable again."""
+    @staticmethod
+    def forward(ctx, x, w, b, geom):
+        ctx.geom = geom
+        ctx.save_for_backward(x, w)
+        y, cols = _conv_layer_forward(_arr(x), _arr(w), None if b is None else _arr(b), geom)
+        ctx.cols = cols if ctx.needs_input_grad[1] and cols.size <= _KEEP_COLS else None
+        return _leaf(y)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = _ConvInputGrad.apply(gy, w, ctx.geom, tuple(x.shape[2:]))
+        if ctx.needs_input_grad[1]:
+            gw = _ConvWeightGrad.apply(x, gy, ctx.geom, tuple(w.shape))
+        if ctx.needs_input_grad[2]:
+            gb = gy.sum((0, 2, 3))
+        return gx, gw, gb, None
+
+    @staticmethod
+    def _backward_arrays(ctx, g):
+        return _conv_layer_backward(ctx, g)
+
+
+# PyTorch's node for a convolution
+_Conv2d._backward_name = 'ConvolutionBackward0'
+
+
 # -- argument handling ---------------------------------------------------------------------
 def _check_tensor(t, name, opname):
     if not isinstance(t, Tensor):
@@ -438,6 +533,9 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, spatial):  #
         y = _conv3d(x, weight, s, pads, d, groups)
     else:
         geom = _Geom(s, pads, d, groups)
+        if _layer_fast_ok(_arr(x), _arr(weight), groups):
+            y = apply_own_inputs(_Conv2d, (x, weight, bias), geom)
+            return y.squeeze(0) if unbatched else y
         y = _Conv.apply(x, weight, geom)
     if bias is not None:
         y = y + bias.reshape((1, cout) + (1,) * spatial)
@@ -732,6 +830,54 @@ class _PoolScatter(Function):
         return _PoolGather.apply(gg, ctx.idx), None, None
 
 
+class _MaxPool(Function):
+    """out = x at ``idx`` (the compiled kernel's maxima, passed in as ``out``): the
+    gather ``_PoolGather`` computes, without computing it again, recorded by
+    ``apply_own``; its backward is the same scatter."""
+    @staticmethod
+    def forward(ctx, x, idx, out):
+        ctx.idx = idx
+        ctx.save_for_backward(x)        # (as PyTorch: changing x in place then raises)
+        return _leaf(out)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return _PoolScatter.apply(g, ctx.idx, tuple(x.shape)), None, None
+
+    @staticmethod
+    def _backward_array(ctx, x, g):
+        from compiler.conv_kernels import pool_scatter
+        idx = ctx.idx
+        n, c = idx.shape[:2]
+        m = int(np.prod(idx.shape[2:]))
+        out = np.empty(x.shape, x._data.dtype)
+        pool_scatter(np.ascontiguousarray(g, out.dtype).reshape(n, c, m), idx.reshape(n, c, m),
+                     out.reshape(n, c, int(np.prod(x.shape[2:]))))
+        return out
+
+
+# PyTorch's node for max_pool2d
+_MaxPool._backward_name = 'MaxPool2DWithIndicesBackward0'
+
+
+def _max_pool_compiled(xd, k, geom, oh, ow):
+    """(maxima, indices) of ``_max_pool_indices`` from the compiled kernels (float32/64)."""
+    from compiler.conv_kernels import max_pool, max_pool_unpadded
+    n, c = xd.shape[:2]
+    kh, kw = k
+    (pt, _), (pl, _) = geom.pads
+    (sh, sw), (dh, dw) = geom.stride, geom.dilation
+    xd = np.ascontiguousarray(xd)
+    out = np.empty((n, c, oh, ow), xd.dtype)
+    idx = np.empty((n, c, oh, ow), np.int64)
+    if geom.pads == ((0, 0), (0, 0)) and geom.dilation == (1, 1):
+        max_pool_unpadded(xd, kh, kw, sh, sw, oh, ow, out, idx)
+    else:
+        max_pool(xd, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, idx)
+    return out, idx
+
+
 def _max_pool_indices(xd, k, geom, oh, ow):
     """Per output pixel, the flat (h * W + w) index of its window's maximum: the first
     maximum, as PyTorch; a NaN wins (the last NaN, as PyTorch's ``val > max || isnan``
@@ -741,11 +887,7 @@ def _max_pool_indices(xd, k, geom, oh, ow):
     (pt, _), (pl, _) = geom.pads
     (sh, sw), (dh, dw) = geom.stride, geom.dilation
     if xd.dtype in _KERNEL_DTYPES:
-        from compiler.conv_kernels import max_pool
-        out = np.empty((n, c, oh, ow), xd.dtype)
-        idx = np.empty((n, c, oh, ow), np.int64)
-        max_pool(np.ascontiguousarray(xd), kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, idx)
-        return idx
+        return _max_pool_compiled(xd, k, geom, oh, ow)[1]
     win = _windows(_pad(xd, geom.pads, -np.inf), kh, kw, oh, ow, geom, kernel_first=False)
     win = win.reshape(n, c, oh, ow, kh * kw)
     arg = np.argmax(win, axis=-1)
@@ -785,8 +927,15 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,  # noq
         idx = _max_pool3d_indices(x, k, s, p, d, ceil_mode, opname)
     else:
         (oh, ow), geom = _pool_geom(x, k, s, p, d, ceil_mode, opname)
-        idx = _max_pool_indices(_arr(x), k, geom, oh, ow)
-    out = _PoolGather.apply(x, idx)
+        xd = _arr(x)
+        if xd.dtype in _KERNEL_DTYPES:
+            out, idx = _max_pool_compiled(xd, k, geom, oh, ow)
+            out = apply_own(_MaxPool, x, idx, out)
+        else:
+            idx = _max_pool_indices(xd, k, geom, oh, ow)
+            out = _PoolGather.apply(x, idx)
+    if spatial == 3:
+        out = _PoolGather.apply(x, idx)
     idx_t = _leaf(idx)
     if spatial == 1:
         out, idx_t = out.squeeze(2), idx_t.squeeze(2)
