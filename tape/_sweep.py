@@ -130,32 +130,34 @@ def pack(tape, f64=False):
     computed in float32, as PyTorch computes them, without a float64 round
     trip per array), else float64; ``f64`` forces float64.
 
-    R is a copy: a view would lock the tape's bytearray against growing for
-    as long as anything (an exception's traceback, say) holds it.
+    R views a copy of the records' bytes: a view of the tape's bytearray would
+    lock it against growing for as long as anything (an exception's
+    traceback, say) holds R.
     """
     packed = tape.packed
     if packed is not None and packed[0] == tape.n and not (f64 and packed[2].dtype != _F64):
         return packed[1:]
-    R = np.frombuffer(tape.rec, np.int64).reshape(-1, REC).copy()
+    rec = tape.rec[:]
+    R = np.ndarray((len(rec) // (8 * REC), REC), np.int64, rec)
     saved, attrs = tape.saved, tape.attrs
     if tape.freed is not None:
         fv, fa = tape.freed
         saved = [np.zeros(fv, np.float32)] + saved
         attrs = [np.zeros(fa, np.int64)] + attrs
-    if len(saved) == 1 and type(saved[0]) is np.ndarray and saved[0].flags.c_contiguous \
+    if not saved:
+        V = _EMPTY_F
+    elif len(saved) == 1 and type(saved[0]) is np.ndarray and saved[0].flags.c_contiguous \
             and saved[0].flags.writeable and saved[0].dtype in (_F32, _F64):
         # (writeable: Numba compiles a read-only array as another type)
         V = saved[0].reshape(-1)                # one saved array: a view, no copy
         if V.dtype != _F64 and (f64 or _wide_leaf(tape)):
             V = V.astype(np.float64)
-    elif saved:
+    else:
         V = _joined(tape) if tape.freed is None and not tape.nonfloat_saved else None
         if V is None:
             V = np.concatenate(saved, axis=None)    # float32 only if every part is
         if V.dtype != _F32 or f64 or _wide_leaf(tape):
             V = V.astype(np.float64, copy=False)
-    else:
-        V = _EMPTY_F
     A = np.concatenate(attrs, axis=None, dtype=np.int64) if attrs else _EMPTY_I
     return R, V, A
 
@@ -357,14 +359,16 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
                 if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A):
                     k = stop - 1    # node hooks ran the record itself (tape/_hooks.py)
     used = None
-    if dead or tape.epoch != inplace_epoch[0] or floor >= 0 or needed is not None:
+    # (something changed in place since recording: a tensor this graph saved?)
+    stale = tape.epoch != inplace_epoch[0] and tape.may_be_stale()
+    if dead or stale or floor >= 0 or needed is not None:
         used = store.reached_records(R)
         if needed is not None:
             used &= needed
         used[:floor + 1] = False                # records below the inputs were not swept
         if dead and np.any(tape.dead_mask() & used[:tape.n]):
             raise RuntimeError(SECOND_BACKWARD)
-        if tape.epoch != inplace_epoch[0]:      # something changed in place since recording
+        if stale:
             tape.check_versions(R, used)
     result = None
     if inputs is not None:
@@ -459,59 +463,93 @@ def _depends_on(*args):
     depends_on(*args)
 
 
-def run_scalar(root, retain_graph):
-    """``loss.backward()`` for a one-element non-leaf: ``run`` without its generality.
+def run_scalar(root, retain_graph, seed=None):
+    """``loss.backward()`` for a one-element non-leaf (``seed`` None), or
+    ``y.backward(seed)`` for one non-leaf ``y`` and an array ``seed`` of its
+    shape: ``run`` without its generality.
 
     The common case of every training step, so every call saved here counts.
     """
     tape = root._tape
     if tape.alias is not None:
         tape = resolve(root)
-    if tape.hooks is not None:
-        return run((root,), (1.0,), retain_graph)
+    s = root._goff
+    if tape.hooks is not None or s >= BIG_BASE:
+        return run((root,), (1.0 if seed is None else seed,), retain_graph)
     dead = tape.dead is not None or tape.dead_upto
     if dead and tape.is_dead(root._rec):
         raise RuntimeError(SECOND_BACKWARD)
-    R, V, A = pack(tape)
-    V = _arena_for(V, (root,))
+    packed = tape.packed
+    if packed is not None and packed[0] == tape.n:
+        _, R, V, A = packed
+    else:
+        R, V, A = pack(tape)
+    if V.dtype == _F32 and root._data.dtype != _F32:
+        V = V.astype(np.float64)        # (_arena_for)
     G = np.zeros(tape.gpos, V.dtype)
     reach = np.zeros(tape.gpos, np.uint8)
-    G[root._goff] = 1.0
-    reach[root._goff] = 1
-    store = Grads(G, reach)
-    if _kernel is None:
-        _extend(R)
-    k = _kernel(R, G, V, A, reach, root._rec, -1)
-    while k >= 0:
-        if dead:
-            _check_dead_above(tape, R, store, None, k)
-        k = _python_record(tape, k, R, G, V, A, reach, store) - 1
-        if k >= 0:
-            k = _kernel(R, G, V, A, reach, k, -1)
-    if dead or tape.epoch != inplace_epoch[0]:
+    if seed is None:
+        G[s] = 1.0
+    else:
+        G[s:s + root._data.size] = seed.reshape(-1)
+    reach[s] = 1
+    kern = _kernel
+    if kern is None:
+        kern = _extend(R)
+    k = kern(R, G, V, A, reach, root._rec, -1)
+    store = None
+    if k >= 0:
+        store = Grads(G, reach)
+        while k >= 0:
+            if dead:
+                _check_dead_above(tape, R, store, None, k)
+            k = _python_record(tape, k, R, G, V, A, reach, store) - 1
+            if k >= 0:
+                k = _kernel(R, G, V, A, reach, k, -1)
+    stale = tape.epoch != inplace_epoch[0] and tape.may_be_stale()
+    if dead or stale:
+        if store is None:
+            store = Grads(G, reach)
         used = store.reached_records(R)
         if dead and np.any(tape.dead_mask() & used[:tape.n]):
             raise RuntimeError(SECOND_BACKWARD)
-        if tape.epoch != inplace_epoch[0]:
+        if stale:
             tape.check_versions(R, used)
     for leaf, s in tape.leaves:
         if s >= BIG_BASE or leaf._extra is not None or not leaf._rg:
+            if store is None:
+                store = Grads(G, reach)
             _deliver(leaf, s, store)
         elif reach[s]:                  # inline: the common small leaf without hooks
             d = leaf._data
-            size = d.size
             cur = leaf._grad
             if cur is None:
-                leaf._grad = _leaf(G[s:s + size].astype(d.dtype).reshape(d.shape))
+                leaf._grad = _leaf(G[s:s + d.size].astype(d.dtype).reshape(d.shape))
             else:
                 cd = cur._data
-                if type(cd) is np.ndarray and cd.flags.c_contiguous and cd.flags.writeable \
-                        and cd.size == size:
-                    _acc_kernel(cd.reshape(-1), G, s)
+                size = d.size
+                if type(cd) is np.ndarray and cd.size == size:
+                    flags = cd.flags
+                    if flags.c_contiguous and flags.writeable:
+                        _acc_kernel(cd.reshape(-1), G, s)
+                    else:
+                        _accumulate(leaf, G[s:s + size])
                 else:
                     _accumulate(leaf, G[s:s + size])
     if retain_graph:
         tape.packed = (tape.n, R, V, A)
+    elif tape.bpos == BIG_BASE:
+        # (Grads.all_reached and reached_records for a tape without big slots;
+        # over a large arena, counting the records' flags beats counting all)
+        if len(reach) > 4096:
+            used = reach[R[:, 1]] != 0
+            release(tape, None if np.count_nonzero(used) == len(used) else used, R)
+        else:
+            release(tape, None if np.count_nonzero(reach)
+                    == tape.n + len(tape.leaves) + tape.xslots else reach[R[:, 1]] != 0, R)
+    elif store is None:
+        store = Grads(G, reach)
+        release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
     else:
         release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
 
@@ -539,13 +577,15 @@ def release(tape, used, R):
         # a custom Function's record is not freed by record (SAVING): its ctx
         # frees what it saved, so a backward that reads no saved tensor may
         # run again, as in PyTorch
-        ks = range(tape.n) if used is None else np.nonzero(used)[0].tolist()
-        for k in ks:
-            if R[k, 0] == _PYTHON_OP:
-                ctx = getattr(tape.py[int(R[k, 6])], 'ctx', None)
-                if ctx is not None:
-                    ctx._released = True
-                    ctx._saved = ()
+        # (found with NumPy: a Python loop over every record cost ~0.1 us each)
+        is_py = R[:, 0] == _PYTHON_OP
+        if used is not None:
+            np.logical_and(is_py, used[:len(R)], out=is_py)
+        for k in np.flatnonzero(is_py).tolist():
+            ctx = getattr(tape.py[int(R[k, 6])], 'ctx', None)
+            if ctx is not None:
+                ctx._released = True
+                ctx._saved = ()
     if used is None:
         # every record was reached (the usual case): every saving one is dead now
         tape.dead_upto = tape.n

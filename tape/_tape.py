@@ -202,6 +202,19 @@ class Tape:
             self.dirty = []
         self.dirty.append((slot, at))
 
+    def may_be_stale(self):
+        """Could ``check_versions`` raise?  False when no tensor a record saved
+        has changed version and no result was changed in place: the sweep then
+        skips working out which records it used.  (The global epoch that makes
+        a sweep ask moves with an in-place change of any tensor at all: an
+        optimizer's update, BatchNorm's running statistics.)"""
+        if self.dirty:
+            return True
+        for box, version, _ in self.boxes:
+            if box[0] != version:
+                return True
+        return False
+
     def check_versions(self, R, used):
         """Raise if a tensor saved by a record this sweep used was changed in place.
 

@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 
 from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .._sweep import run
+from .._sweep import run, run_scalar as _run_one
+_sweep_run = run        # (tape.jit replaces ``run`` while it traces: then no fast path)
 from .._tensor import Tensor, _leaf
 
 from .function import Function, FunctionCtx, once_differentiable
@@ -83,6 +84,16 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     >>> w.grad
     tensor([6.])
     """
+    if type(grad_tensors) is Tensor and type(tensors) is Tensor and inputs is None \
+            and not create_graph and grad_variables is None and tensors._tape is not None:
+        # ``y.backward(g)`` for one non-leaf y and a gradient of its shape (the
+        # checks _seeds makes): the sweep of ``loss.backward()``
+        gd = grad_tensors._data
+        d = tensors._data
+        if type(gd) is np.ndarray and gd.shape == d.shape and gd.dtype.kind == 'f' \
+                and tensors._rg and run is _sweep_run and not is_anomaly_enabled():
+            _run_one(tensors, True if retain_graph else False, gd)
+            return
     if not is_anomaly_enabled():        # (a context manager per call costs ~1.5 us)
         return _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables,
                          inputs)
