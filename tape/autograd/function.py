@@ -451,6 +451,30 @@ def _apply(cls, args, kwargs):
     return tuple(outs) if is_tuple else outs[0]
 
 
+def _pack_saved(ctx):
+    """Hold what ``forward`` saved (``_Saved``: no cycle through the tape)."""
+    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
+    ctx._to_save = ()
+
+
+def _append_own(tape, rec, ctx, o):
+    """Give result ``o`` its slot on ``tape`` and append ``rec`` as the Python
+    record that made it (the record ``apply`` appends for one floating result)."""
+    d = o._data
+    index = tape.n
+    slot = tape.alloc(d.size)
+    o._rg = True
+    o._tape = tape
+    o._goff = slot
+    o._rec = index
+    rec.out_slots, rec.out_shapes, rec.out_dtypes = [slot], [d.shape], [d.dtype]
+    tape.rec += PACK(_PYTHON_OP, slot, 0, -1, -1, 0, len(tape.py), 0)
+    tape.py.append(rec)
+    tape.n += 1
+    _pack_saved(ctx)
+    return o
+
+
 def apply_own(cls, x, *args):
     """``cls.apply(x, *args)`` for the library's own Functions of one tensor ``x``
     (the other arguments are not tensors) and one floating result, which set
@@ -465,8 +489,7 @@ def apply_own(cls, x, *args):
     ctx.needs_input_grad = (rg,) + (False,) * len(args)
     o = cls.forward(ctx, x, *args)      # (records nothing: NumPy only)
     if not (rg and grad_mode.enabled):
-        ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-        ctx._to_save = ()
+        _pack_saved(ctx)
         return o
     tape = x._tape
     if tape is None:
@@ -480,20 +503,7 @@ def apply_own(cls, x, *args):
     rec.in_slots = [_ops._slot(x, tape)] + [-1] * len(args)
     rec.in_shapes = [x._data.shape] + [()] * len(args)
     rec.in_dtypes = [x._data.dtype] + [None] * len(args)
-    d = o._data
-    index = tape.n
-    slot = tape.alloc(d.size)
-    o._rg = True
-    o._tape = tape
-    o._goff = slot
-    o._rec = index
-    rec.out_slots, rec.out_shapes, rec.out_dtypes = [slot], [d.shape], [d.dtype]
-    tape.rec += PACK(_PYTHON_OP, slot, 0, -1, -1, 0, len(tape.py), 0)
-    tape.py.append(rec)
-    tape.n += 1
-    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-    ctx._to_save = ()
-    return o
+    return _append_own(tape, rec, ctx, o)
 
 
 class _OwnInputsRecord(_FunctionRecord):
@@ -529,8 +539,7 @@ def apply_own_inputs(cls, tensors, *args):
     ctx.needs_input_grad = needs + (False,) * len(args)
     o = cls.forward(ctx, *tensors, *args)      # (records nothing: NumPy only)
     if not (grad_mode.enabled and any(needs)):
-        ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-        ctx._to_save = ()
+        _pack_saved(ctx)
         return o
     tape = _ops.tape_of_all([t for t in tensors if t is not None])
     rec = _OwnInputsRecord()
@@ -540,20 +549,7 @@ def apply_own_inputs(cls, tensors, *args):
     rec.in_slots = [-1 if t is None else _ops._slot(t, tape) for t in tensors] + [-1] * len(args)
     rec.in_shapes = [() if t is None else t._data.shape for t in tensors] + [()] * len(args)
     rec.in_dtypes = [None if t is None else t._data.dtype for t in tensors] + [None] * len(args)
-    d = o._data
-    index = tape.n
-    slot = tape.alloc(d.size)
-    o._rg = True
-    o._tape = tape
-    o._goff = slot
-    o._rec = index
-    rec.out_slots, rec.out_shapes, rec.out_dtypes = [slot], [d.shape], [d.dtype]
-    tape.rec += PACK(_PYTHON_OP, slot, 0, -1, -1, 0, len(tape.py), 0)
-    tape.py.append(rec)
-    tape.n += 1
-    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-    ctx._to_save = ()
-    return o
+    return _append_own(tape, rec, ctx, o)
 
 
 def _rewrite_views(o):
