@@ -464,3 +464,29 @@ def test_errors_as_torch():
         t(tape.randn(3, 2, 4), tape.randn(3, 3, 4))
     with pytest.raises(RuntimeError, match='feature number'):
         t(tape.randn(3, 2, 5), tape.randn(3, 2, 5))
+
+
+def test_functional_static_keys_and_values_against_torch():
+    # multi_head_attention_forward with precomputed (N * heads, S, head_dim) keys/values
+    rng = np.random.default_rng(41)
+    L, S, N, E, H = 3, 5, 2, 8, 2
+    arrays = dict(q=rng.standard_normal((L, N, E)), w=rng.standard_normal((3 * E, E)) * 0.3,
+                  b=rng.standard_normal(3 * E) * 0.1, ow=rng.standard_normal((E, E)) * 0.3,
+                  ob=rng.standard_normal(E) * 0.1,
+                  sk=rng.standard_normal((N * H, S, E // H)),
+                  sv=rng.standard_normal((N * H, S, E // H)))
+    out = {}
+    for lib in (torch, tape):
+        t = {k: lib.tensor(v, requires_grad=True) for k, v in arrays.items()}
+        y, w = lib.nn.functional.multi_head_attention_forward(
+            t['q'], t['q'], t['q'], E, H, t['w'], t['b'], None, None, False, 0.0, t['ow'],
+            t['ob'], training=False, static_k=t['sk'], static_v=t['sv'])
+        (y.sum() + w.sum()).backward()
+        out[lib.__name__] = [y.detach().numpy(), w.detach().numpy()] + [
+            t[k].grad.numpy() for k in ('q', 'w', 'sk', 'sv')]
+        with pytest.raises(AssertionError, match='expecting static_k.size\\(0\\)'):
+            lib.nn.functional.multi_head_attention_forward(
+                t['q'], t['q'], t['q'], E, H, t['w'], t['b'], None, None, False, 0.0, t['ow'],
+                t['ob'], training=False, static_k=t['sk'][:1], static_v=t['sv'])
+    for a, b in zip(out['torch'], out['tape']):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)

@@ -186,6 +186,20 @@ def _sdpa(q, k, v, attn_mask, dropout_p, is_causal):
     return matmul(att, v)
 
 
+def _heads_of(x, static, name, batch_heads, head_dim):
+    """Keys or values (L, N, E) as (N * heads, L, head_dim), or the caller's
+    ``static`` tensor of that shape after torch's checks."""
+    if static is None:
+        return x.reshape(x.shape[0], batch_heads, head_dim).transpose(0, 1)
+    if static.size(0) != batch_heads:
+        raise AssertionError(f'expecting {name}.size(0) of {batch_heads}, but got '
+                             f'{static.size(0)}')
+    if static.size(2) != head_dim:
+        raise AssertionError(f'expecting {name}.size(2) of {head_dim}, but got '
+                             f'{static.size(2)}')
+    return static
+
+
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
                                  in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn,
                                  dropout_p, out_proj_weight, out_proj_bias, training=True,
@@ -275,26 +289,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         raise AssertionError('bias_v is set but bias_k is None')
 
     q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
-    if static_k is None:
-        k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
-    else:
-        if static_k.size(0) != bsz * num_heads:
-            raise AssertionError(f'expecting static_k.size(0) of {bsz * num_heads}, but got '
-                                 f'{static_k.size(0)}')
-        if static_k.size(2) != head_dim:
-            raise AssertionError(f'expecting static_k.size(2) of {head_dim}, but got '
-                                 f'{static_k.size(2)}')
-        k = static_k
-    if static_v is None:
-        v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
-    else:
-        if static_v.size(0) != bsz * num_heads:
-            raise AssertionError(f'expecting static_v.size(0) of {bsz * num_heads}, but got '
-                                 f'{static_v.size(0)}')
-        if static_v.size(2) != head_dim:
-            raise AssertionError(f'expecting static_v.size(2) of {head_dim}, but got '
-                                 f'{static_v.size(2)}')
-        v = static_v
+    k = _heads_of(k, static_k, 'static_k', bsz * num_heads, head_dim)
+    v = _heads_of(v, static_v, 'static_v', bsz * num_heads, head_dim)
 
     if add_zero_attn:
         zeros = _leaf(np.zeros((bsz * num_heads, 1, head_dim), _dt(k)))
