@@ -17,64 +17,7 @@ import tape
 
 torch = pytest.importorskip('torch')
 
-
-def _np(v):
-    if isinstance(v, (bool, int, float)):
-        return np.array(v, np.float64)
-    if isinstance(v, (torch.Tensor, tape.Tensor)):
-        return np.array(v.detach().numpy(), copy=True)
-    return np.asarray(v)
-
-
-class Side:
-    def __init__(self, lib, shared):
-        self.lib, self.shared, self.log, self._k = lib, shared, [], 0
-        self.nn, self.optim = lib.nn, lib.optim
-        self.F = lib.nn.functional
-
-    def sync(self, model):
-        if self.lib is torch:
-            self.shared.append({k: _np(v) for k, v in model.state_dict().items()})
-        else:
-            sd = self.shared[self._k]
-            self._k += 1
-            model.load_state_dict({k: tape.tensor(v) for k, v in sd.items()})
-        return model
-
-    def T(self, arr, **kw):
-        return self.lib.tensor(np.array(arr), **kw)
-
-    def rec(self, tag, *values):
-        for v in values:
-            self.log.append((tag, _np(v)))
-
-    def rec_params(self, tag, model):
-        for name, p in model.named_parameters():
-            self.rec(f'{tag}:{name}', p)
-
-    def rec_grads(self, tag, model):
-        for name, p in model.named_parameters():
-            self.rec(f'{tag}:{name}.grad', p.grad)
-
-
-def run_both(program, rtol=1e-8, atol=1e-11):
-    shared = []
-    ts = Side(torch, shared)
-    program(ts)
-    tp = Side(tape, shared)
-    program(tp)
-    assert len(ts.log) == len(tp.log), (len(ts.log), len(tp.log),
-                                        [t for t, _ in ts.log][:40], [t for t, _ in tp.log][:40])
-    assert ts.log, 'the program recorded nothing'
-    for (tag_t, a), (tag_p, b) in zip(ts.log, tp.log):
-        assert tag_t == tag_p
-        assert a.shape == b.shape, (tag_t, a.shape, b.shape)
-        assert a.dtype == b.dtype, (tag_t, a.dtype, b.dtype)
-        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol, err_msg=tag_t)
-    return ts, tp
-
-
-F32 = dict(rtol=1e-4, atol=1e-6)
+from tests.test_training_hunt import F32, run_both  # noqa: E402  (the side-by-side harness)
 
 
 def _rng(seed):

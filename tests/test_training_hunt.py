@@ -22,7 +22,7 @@ torch = pytest.importorskip('torch')
 
 
 def _np(v):
-    if isinstance(v, (int, float)):
+    if isinstance(v, (bool, int, float)):
         return np.array(v, np.float64)
     if isinstance(v, (torch.Tensor, tape.Tensor)):
         return np.array(v.detach().numpy(), copy=True)
@@ -58,6 +58,10 @@ class Side:
         for name, p in model.named_parameters():
             self.rec(f'{tag}:{name}', p)
 
+    def rec_grads(self, tag, model):
+        for name, p in model.named_parameters():
+            self.rec(f'{tag}:{name}.grad', p.grad)
+
 
 def run_both(program, rtol=1e-8, atol=1e-11):
     shared = []
@@ -65,7 +69,8 @@ def run_both(program, rtol=1e-8, atol=1e-11):
     program(ts)
     tp = Side(tape, shared)
     program(tp)
-    assert len(ts.log) == len(tp.log), (len(ts.log), len(tp.log))
+    assert len(ts.log) == len(tp.log), (len(ts.log), len(tp.log),
+                                        [t for t, _ in ts.log][:40], [t for t, _ in tp.log][:40])
     assert ts.log, 'the program recorded nothing'
     for (tag_t, a), (tag_p, b) in zip(ts.log, tp.log):
         assert tag_t == tag_p
