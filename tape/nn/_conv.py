@@ -484,11 +484,8 @@ def _conv_pads(padding, k, d, n, opname, stride):
     return tuple((v, v) for v in p)
 
 
-def _convnd(input, weight, bias, stride, padding, dilation, groups, spatial):  # noqa: A002
-    opname = f'conv{spatial}d'
-    _check_tensor(input, 'input', opname)
-    _check_tensor(weight, 'weight', opname)
-    x, unbatched = _batched(input, spatial, opname)
+def _check_weight(x, weight, bias, spatial, opname):
+    """PyTorch's errors for a weight of the wrong rank, or operands of mixed dtypes."""
     if weight.dim() != spatial + 2:
         raise RuntimeError(f'{opname}: Expected {spatial + 2}-dimensional weight for '
                            f'{spatial + 2}-dimensional input {list(x.shape)}, but got '
@@ -497,6 +494,14 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, spatial):  #
         raise RuntimeError(f'{opname}: expected input, weight and bias to have the same dtype, '
                            f'but got input {x.dtype}, weight {weight.dtype}'
                            + ('' if bias is None else f', bias {bias.dtype}'))
+
+
+def _convnd(input, weight, bias, stride, padding, dilation, groups, spatial):  # noqa: A002
+    opname = f'conv{spatial}d'
+    _check_tensor(input, 'input', opname)
+    _check_tensor(weight, 'weight', opname)
+    x, unbatched = _batched(input, spatial, opname)
+    _check_weight(x, weight, bias, spatial, opname)
     groups = int(groups)
     cin, cout, cg = x.shape[1], weight.shape[0], weight.shape[1]
     if groups <= 0:
@@ -619,14 +624,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
         raise RuntimeError(f'Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) '
                            f'input to {opname}, but got input of size: {list(input.shape)}')
     x, unbatched = _batched(input, spatial, opname)
-    if weight.dim() != spatial + 2:
-        raise RuntimeError(f'{opname}: Expected {spatial + 2}-dimensional weight for '
-                           f'{spatial + 2}-dimensional input {list(x.shape)}, but got '
-                           f'{weight.dim()}-dimensional weight of size {list(weight.shape)}')
-    if x.dtype != weight.dtype or (bias is not None and bias.dtype != x.dtype):
-        raise RuntimeError(f'{opname}: expected input, weight and bias to have the same dtype, '
-                           f'but got input {x.dtype}, weight {weight.dtype}'
-                           + ('' if bias is None else f', bias {bias.dtype}'))
+    _check_weight(x, weight, bias, spatial, opname)
     if isinstance(padding, str):
         raise TypeError(f"{opname}(): argument 'padding' must be tuple of ints, not str")
     groups = int(groups)
