@@ -12,12 +12,20 @@ tensors (``torch.optim`` with the import changed).
 1.0
 """
 from . import lr_scheduler  # noqa: F401
+from . import swa_utils  # noqa: F401
+from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .adamax import Adamax
+from .asgd import ASGD
 from .lbfgs import LBFGS
+from .nadam import NAdam
 from .optimizer import Optimizer
+from .radam import RAdam
 from .rmsprop import RMSprop
+from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop', 'Adagrad', 'LBFGS',
-           'lr_scheduler']
+           'Adamax', 'NAdam', 'RAdam', 'Adadelta', 'ASGD', 'Rprop', 'lr_scheduler',
+           'swa_utils']
