@@ -32,9 +32,10 @@ _T_BIG = OP['t'] | BIG_FLAG
 
 class BigRecord:
     """What a big record needs at backward: saved arrays, shapes, dtypes."""
-    __slots__ = ('saved', 'out_shape', 'out_dtype', 'in_shapes', 'in_dtypes', 'attrs')
+    __slots__ = ('saved', 'out_shape', 'out_dtype', 'in_shapes', 'in_dtypes', 'attrs', 'packs')
 
     def __init__(self, saved, out, ins, attrs=None):
+        self.packs = None                   # name -> (packed, unpack_hook): _saved_hooks.py
         self.saved = saved                  # name -> array ('a', 'b', 'out')
         self.out_shape = np.shape(out)
         self.out_dtype = _float(np.result_type(out))
@@ -46,6 +47,7 @@ class BigRecord:
     def of(cls, saved, out_shape, out_dtype, in_shapes, in_dtypes, attrs=None):
         """A record from known shapes and dtypes (skips __init__'s inspection)."""
         meta = object.__new__(cls)
+        meta.packs = None
         meta.saved = saved
         meta.out_shape = out_shape
         meta.out_dtype = out_dtype

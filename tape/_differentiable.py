@@ -215,6 +215,22 @@ def _add(acc, slot, g):
 def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     """Backward from ``outputs`` with Tensor ops.  Accumulates into leaves' ``.grad``
     (``inputs is None``) or returns the gradients of ``inputs``."""
+    from . import _graph_task
+    _graph_task.enter()
+    try:
+        result = _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs)
+    except BaseException:
+        _graph_task.leave()
+        if _graph_task.pending[0]:
+            _graph_task.abort()
+        raise
+    _graph_task.leave()
+    if _graph_task.pending[0]:
+        _graph_task.finish()        # hooks that act once per backward
+    return result
+
+
+def _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     from ._sweep import SECOND_BACKWARD, _graph_of, needed_for, pack
     gts = list(grad_tensors) if grad_tensors is not None else [None] * len(outputs)
     # everything the sweep touches must sit on one tape before it starts

@@ -87,24 +87,49 @@ class no_grad(_NoParamMode):
 class inference_mode(_Mode):
     """``inference_mode()`` (or ``inference_mode(False)``): like ``no_grad`` here,
     since nothing else is needed for speed when no graph is recorded.
+    ``is_inference_mode_enabled()`` tells whether one is on (``no_grad`` is not
+    inference mode).  ``inference_mode(False)`` turns recording back on, as in
+    PyTorch.  Tensors made inside are ordinary tensors (``is_inference()`` is
+    False): PyTorch's errors for using them in a graph afterwards are not raised.
 
     >>> import tape
     >>> with tape.inference_mode():
     ...     y = tape.ones(2, requires_grad=True) * 2
+    ...     tape.is_inference_mode_enabled()
+    True
     >>> y.requires_grad
     False
     """
 
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):
+            return cls()(mode)          # @inference_mode without parentheses
+        return super().__new__(cls)
+
     def __init__(self, mode=True):
-        self._value = not mode
+        self.mode = bool(mode)
+        self._value = not self.mode
+
+    def __enter__(self):
+        self._prev_inference = grad_mode.inference
+        grad_mode.inference = self.mode
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        grad_mode.inference = self._prev_inference
+        return super().__exit__(*exc)
 
     def __call__(self, fn):
-        value = self._value
-        return _decorate(fn, lambda: inference_mode(not value))
+        mode = self.mode
+        return _decorate(fn, lambda: inference_mode(mode))
+
+    def clone(self):
+        return inference_mode(self.mode)
 
 
 def is_inference_mode_enabled():
-    return not grad_mode.enabled
+    """Whether an ``inference_mode`` block is on in this thread."""
+    return grad_mode.inference
 
 
 class enable_grad(_NoParamMode):

@@ -140,6 +140,20 @@ def node_for(t):
     return nd
 
 
+def output_index(t):
+    """Which output of its record graph tensor ``t`` is (a custom Function's
+    outputs are numbered; every other record has one)."""
+    tape = t._tape
+    if tape.alias is not None:
+        tape = resolve(t)
+    op, out, n, g0, g1, v, ax, x = tape.record(t._rec)
+    if op == _PYTHON:
+        slots = tape.py[ax].out_slots
+        if t._goff in slots:
+            return slots.index(t._goff)
+    return 0
+
+
 def input_slots(tape, rec):
     """The gradient slots of record ``rec``'s inputs, one per ``next_functions`` entry
     (-1 where an input needs no gradient)."""
@@ -216,11 +230,20 @@ def _saved_value(nd, key, name):
         raise RuntimeError(SECOND_BACKWARD)
     raw_op = _UNPACK_RAW(tape.rec, nd._rec * 64)[0]
     if raw_op & _flag:
-        return _leaf(tape.big[v].saved[key])
+        meta = tape.big[v]
+        packs = getattr(meta, 'packs', None)
+        if packs and key in packs:
+            from ._saved_hooks import unpacked_value
+            return _leaf(unpacked_value(*packs[key], meta.saved[key]))
+        return _leaf(meta.saved[key])
     offset = v + rule.saves.index(key) * n
-    pos = 0
-    for arr in tape.saved:          # the saved arrays keep their shapes
+    pos = tape.freed[0] if tape.freed is not None else 0
+    packs = getattr(tape.saved, 'packs', None)      # (saved-tensor hooks)
+    for i, arr in enumerate(tape.saved):          # the saved arrays keep their shapes
         if pos == offset:
+            if packs and i in packs:
+                from ._saved_hooks import unpacked_value
+                return _leaf(unpacked_value(*packs[i], arr))
             return _leaf(arr)
         pos += np.size(arr)
     raise RuntimeError(SECOND_BACKWARD)

@@ -53,6 +53,7 @@ import numpy as np
 
 from ._sweep import pack
 from ._tape import Tape, grad_mode, note_value_use, resolve
+from ._tape import saved_hooks_active as _saved_hooks_active
 from ._tensor import Tensor, _TNEW
 
 __all__ = ['jit']
@@ -142,7 +143,8 @@ class _Jit:
 
     def __call__(self, args, kwargs):
         sig = _signature(args, kwargs)
-        if sig is None or not grad_mode.enabled:
+        if sig is None or not grad_mode.enabled or _saved_hooks_active[0]:
+            # (under saved_tensors_hooks: a replay saves nothing through the hooks)
             self.counts['eager'] += 1
             if sig is None and len(self.untraced) < 16:
                 why = _untraceable(args, kwargs)

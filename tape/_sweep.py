@@ -19,6 +19,8 @@ import threading
 
 import numpy as np
 
+from . import _graph_task
+from ._graph_task import pending as _task_pending
 from ._big import BIG_BASE, BIG_FLAG, Grads, sweep_chain, sweep_record
 from ._rules import OP, RULES
 from ._reroot import mark_stale
@@ -140,6 +142,11 @@ def pack(tape, f64=False):
     rec = tape.rec[:]
     R = np.ndarray((len(rec) // (8 * REC), REC), np.int64, rec)
     saved, attrs = tape.saved, tape.attrs
+    if tape.hooked:
+        # saved-tensor hooks packed values: each backward reads what unpack_hook
+        # gives (tape/_saved_hooks.py), so a retained tape is not cached packed
+        from ._saved_hooks import unpacked_saved
+        saved = unpacked_saved(tape)
     if tape.freed is not None:
         fv, fa = tape.freed
         saved = [np.zeros(fv, np.float32)] + saved
@@ -153,7 +160,7 @@ def pack(tape, f64=False):
         if V.dtype != _F64 and (f64 or _wide_leaf(tape)):
             V = V.astype(np.float64)
     else:
-        V = _joined(tape) if tape.freed is None and not tape.nonfloat_saved else None
+        V = _joined(tape, saved) if tape.freed is None and not tape.nonfloat_saved else None
         if V is None:
             V = np.concatenate(saved, axis=None)    # float32 only if every part is
         if V.dtype != _F32 or f64 or _wide_leaf(tape):
@@ -162,7 +169,7 @@ def pack(tape, f64=False):
     return R, V, A
 
 
-def _joined(tape):
+def _joined(tape, saved=None):
     """The saved values as one array by joining their bytes, or None.
 
     Three times faster than ``np.concatenate`` on many small arrays (about
@@ -173,14 +180,16 @@ def _joined(tape):
     """
     if not tape.vpos:
         return None
+    if saved is None:
+        saved = tape.saved
     try:
-        buf = bytearray().join(tape.saved)     # a bytearray: V must be writeable
+        buf = bytearray().join(saved)     # a bytearray: V must be writeable
     except TypeError:
         # a part that is not contiguous (F.linear's transposed weight): its
         # bytes in C order, a copy that np.concatenate would make too
         try:
             buf = bytearray().join([s if type(s) is not np.ndarray or s.flags.c_contiguous
-                                    else s.tobytes() for s in tape.saved])
+                                    else s.tobytes() for s in saved])
         except TypeError:
             return None
     if len(buf) == 8 * tape.vpos:
@@ -288,6 +297,21 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     Accumulates into the ``.grad`` of reached leaves when ``accumulate``; returns
     the gradients of ``inputs`` (None where unreached) when given.
     """
+    _graph_task.enter()
+    try:
+        result = _run(roots, grads, retain_graph, inputs, accumulate)
+    except BaseException:
+        _graph_task.leave()
+        if _task_pending[0]:
+            _graph_task.abort()
+        raise
+    _graph_task.leave()
+    if _task_pending[0]:
+        _graph_task.finish()        # hooks that act once per backward (tape/_graph_task.py)
+    return result
+
+
+def _run(roots, grads, retain_graph, inputs, accumulate):
     tape = _graph_of(roots)
     if tape is None:
         # every root is a leaf: its gradient is the seed itself
@@ -380,7 +404,8 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
             if r._tape is None:
                 _accumulate(r, g)
     if retain_graph:
-        tape.packed = (tape.n, R, V, A)
+        if not tape.hooked:
+            tape.packed = (tape.n, R, V, A)
     elif floor >= 0 or needed is not None:
         release(tape, used, R)
     else:
@@ -470,6 +495,17 @@ def run_scalar(root, retain_graph, seed=None):
 
     The common case of every training step, so every call saved here counts.
     """
+    try:        # (free unless something raises)
+        _run_scalar(root, retain_graph, seed)
+    except BaseException:
+        if _task_pending[0]:
+            _graph_task.abort()
+        raise
+    if _task_pending[0]:
+        _graph_task.finish()        # hooks that act once per backward (tape/_graph_task.py)
+
+
+def _run_scalar(root, retain_graph, seed):
     tape = root._tape
     if tape.alias is not None:
         tape = resolve(root)
@@ -537,7 +573,8 @@ def run_scalar(root, retain_graph, seed=None):
                 else:
                     _accumulate(leaf, G[s:s + size])
     if retain_graph:
-        tape.packed = (tape.n, R, V, A)
+        if not tape.hooked:
+            tape.packed = (tape.n, R, V, A)
     elif tape.bpos == BIG_BASE:
         # (Grads.all_reached and reached_records for a tape without big slots;
         # over a large arena, counting the records' flags beats counting all)
@@ -606,6 +643,7 @@ def release(tape, used, R):
     tape.saved = []
     for meta in tape.big:
         meta.saved = {}
+        meta.packs = None
     for leaf, _ in tape.leaves:
         if leaf._extra is not None:     # (a weight whose view, W.t(), the tape recorded)
             forget_released_view_tapes(leaf)

@@ -61,6 +61,7 @@ F64 = np.float64
 
 class _GradMode(threading.local):
     enabled = True
+    inference = False       # inside inference_mode (tape/_grad_mode.py)
     open_tape = None        # weakref to the tape new graphs join (see open_tape())
     value_uses = None       # a list while tape.jit traces (see note_value_use)
 
@@ -118,7 +119,7 @@ class Tape:
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
-                 'big', 'nonfloat_saved', '__weakref__')
+                 'big', 'nonfloat_saved', 'hooked', '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -153,6 +154,7 @@ class Tape:
         self.freed = None       # (V, A lengths) dropped when every record died
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
+        self.hooked = None      # True once a saved-tensor hook packed a value (_saved_hooks.py)
 
     # -- recording helpers ---------------------------------------------
     def leaf_slot(self, t):
@@ -328,11 +330,40 @@ def open_tape():
     if ref is not None:
         tape = ref()
         if tape is not None and not tape.released and tape.n < ADOPT_LIMIT \
-                and tape.vpos < ADOPT_VALUES and not tape.big and tape.alias is None:
+                and tape.vpos < ADOPT_VALUES and not tape.big and tape.alias is None \
+                and not tape.hooked:
+            # (not a tape with values saved-tensor hooks packed: a backward of an
+            # unrelated graph on it would call their unpack hooks)
             return tape
     tape = Tape()
-    grad_mode.open_tape = weakref.ref(tape)
+    ref = grad_mode.open_tape = weakref.ref(tape)
+    _live.append(ref)
+    if len(_live) > _live_limit[0]:
+        _prune_live()
+    if saved_hooks_active[0]:
+        from ._saved_hooks import install
+        install(tape)
     return tape
+
+
+# Weak references to the tapes open_tape made (the weakref it makes anyway):
+# entering a saved-tensor hook context must reach every live tape
+# (tape/_saved_hooks.py).  Dead references are pruned when the list has
+# doubled since the last pruning, so appending stays O(1) amortised.
+_live = []
+_live_limit = [64]
+saved_hooks_active = [0]        # saved_tensors_hooks contexts open (any thread)
+
+
+def _prune_live():
+    _live[:] = [r for r in _live if r() is not None]
+    _live_limit[0] = max(64, 2 * len(_live))
+
+
+def live_tapes():
+    """The tapes open_tape made that are still alive."""
+    _prune_live()
+    return [t for t in (r() for r in _live) if t is not None]
 
 
 # a tape stale tensors moved their histories onto -> the stale tapes (tape/_reroot.py)
@@ -461,11 +492,14 @@ def _shifted_array(src, gs, bs, vs, as_, nbig, npy, remap):
 
 def merge(dst, src):
     """Append ``src``'s records to ``dst``; ``src`` becomes an alias of it."""
+    src_saved = src.saved           # (its hooks' packed values, if any, by index)
+    prefix = 0
     if src.freed is not None:     # materialise src's dropped prefix so offsets hold
         fv, fa = src.freed
         src.saved = [np.zeros(fv)] + src.saved
         src.attrs = [np.zeros(fa, np.int64)] + src.attrs
         src.freed = None
+        prefix = 1
     gs, vs, as_, rs = dst.gpos, dst.vpos, dst.apos, dst.n
     bs = dst.bpos - BIG_BASE
     shift = (gs, bs)
@@ -496,6 +530,10 @@ def merge(dst, src):
             dst.hooks.setdefault(rec + rs, {}).update({h.slot: h for h in per.values()})
     dst.py.extend(src.py)
     dst.n += src.n
+    if src.hooked:
+        from ._saved_hooks import merge_packs
+        merge_packs(dst, src_saved, len(dst.saved) + prefix)
+        dst.hooked = True           # (src's large records keep their packed values)
     dst.saved.extend(src.saved)
     dst.vpos += src.vpos
     dst.nonfloat_saved = dst.nonfloat_saved or src.nonfloat_saved

@@ -393,6 +393,14 @@ class Tensor:
         return node_for(self)
 
     @property
+    def output_nr(self):
+        """Which output of its ``grad_fn`` this tensor is (0 for a leaf)."""
+        if self._tape is None:
+            return 0
+        from ._graph import output_index
+        return output_index(self)
+
+    @property
     def _version(self):
         return 0 if self._vbox is None else self._vbox[0]
 

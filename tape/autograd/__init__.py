@@ -21,11 +21,14 @@ from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F40
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from . import functional  # noqa: E402
 from . import forward_ad  # noqa: E402
+from . import graph  # noqa: E402
+from .. import _grad_mode as grad_mode  # noqa: E402,F401  (torch.autograd.grad_mode)
+from .._grad_mode import inference_mode  # noqa: E402,F401
 
 __all__ = ['backward', 'grad', 'Variable', 'Function', 'FunctionCtx', 'once_differentiable',
            'gradcheck', 'gradgradcheck', 'GradcheckError',
            'no_grad', 'enable_grad', 'set_grad_enabled', 'is_grad_enabled',
-           'detect_anomaly', 'set_detect_anomaly']
+           'detect_anomaly', 'set_detect_anomaly', 'inference_mode', 'graph']
 
 
 def _seq(x):
@@ -33,7 +36,9 @@ def _seq(x):
         return None
     if isinstance(x, Tensor):
         return [x]
-    return list(x)
+    if isinstance(x, graph.GradientEdge):
+        return [graph.edge_tensor(x)]
+    return [graph.edge_tensor(e) for e in x]
 
 
 def _seeds(outputs, grad_outputs, create_graph):

@@ -32,6 +32,7 @@ import weakref
 import numpy as np
 
 from .. import _ops
+from .. import _saved_hooks
 from .._grad_mode import enable_grad, no_grad
 from .._rules import OP
 from .._tape import PACK, grad_mode, resolve
@@ -43,9 +44,15 @@ _PYTHON_OP = OP['python']
 
 class _Saved:
     """One saved tensor, held without a reference cycle through its tape."""
-    __slots__ = ('data', 'leaf', 'tape', 'slot', 'rec', 'box', 'version', 'dtype')
+    __slots__ = ('data', 'leaf', 'tape', 'slot', 'rec', 'box', 'version', 'dtype', 'packed')
 
     def __init__(self, t):
+        self.packed = None
+        hooks = _saved_hooks.state.stack
+        if hooks:
+            # saved_tensors_hooks: pack now, unpack at each access (tape/_saved_hooks.py)
+            pack, unpack = hooks[-1]
+            self.packed = (pack(t), unpack)
         self.data = t._data
         self.box = t._vbox
         if self.box is None:
@@ -66,6 +73,13 @@ class _Saved:
                 'one of the variables needed for gradient computation has been modified by an '
                 f'inplace operation: a tensor saved by {fn_name} is at version {self.box[0]}; '
                 f'expected version {self.version} instead.')
+        if self.packed is not None:
+            packed, unpack = self.packed
+            t = unpack(packed)
+            if not isinstance(t, Tensor):
+                raise TypeError('Output of saved tensor unpack_hook expected to be a Tensor but '
+                                f'got result of type {type(t).__name__}')
+            return t
         if self.leaf is not None:
             return self.leaf
         tape = self.tape()
