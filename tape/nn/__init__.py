@@ -9,3 +9,5 @@ from ._conv_modules import *  # noqa: F401,F403
 from ._rnn import *  # noqa: F401,F403
 from ._more_modules import *  # noqa: F401,F403
 from ._attention import *  # noqa: F401,F403
+from ._modules_more import *  # noqa: F401,F403
+from ._spatial import *  # noqa: F401,F403

@@ -984,6 +984,11 @@ def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A00
     x, y = _t(input), _t(target, input)
     _no_int_result(x)
     reduction = _checked_reduction(size_average, reduce, reduction)
+    sx = tuple(_shape_of(x))
+    out = tuple(_ops.check_shapes('soft_margin_loss', sx, tuple(_shape_of(y))))
+    if out != sx:       # PyTorch's loss has the input's shape: the target broadcasts to it
+        raise RuntimeError(f"output with shape {list(sx)} doesn't match the broadcast shape "
+                           f'{list(out)}')
     with np.errstate(over='ignore'):
         loss = _ew.log1p(_ops.exp(_ops.neg(_ops.mul(x, y))))
     return _reduce(loss, reduction, 'soft_margin_loss')
@@ -1126,6 +1131,11 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
                          f'than 0, got {margin} instead')
     _check_reduction(reduction)
     a, po, ne = _t(anchor), _t(positive, anchor), _t(negative, anchor)
+    da, dp, dn = len(_shape_of(a)), len(_shape_of(po)), len(_shape_of(ne))
+    if not (da == dp == dn):
+        raise RuntimeError(f'The anchor, positive, and negative tensors are expected to have the '
+                           f'same number of dimensions, but got: anchor {da}D, positive {dp}D, '
+                           f'and negative {dn}D inputs')
     dist = pairwise_distance if distance_function is None else distance_function
     d_pos, d_neg = _t(dist(a, po)), _t(dist(a, ne))
     if swap:
@@ -1153,7 +1163,12 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError('only p == 1 and p == 2 supported')
     reduction = _checked_reduction(size_average, reduce, reduction)
     x = _t(input)
-    one = len(_shape_of(x)) <= 1
+    shape = tuple(_shape_of(x))
+    if len(shape) > 2 or (len(shape) == 2 and shape[1] == 0) or (len(shape) < 2
+                                                                  and not np.prod(shape)):
+        raise RuntimeError('Expected non-empty vector or matrix with optional 0-dim batch '
+                           f'size, but got: {list(shape)}')
+    one = len(shape) <= 1
     x2 = _ops.reshape(x, (1, -1)) if one else x
     y = np.asarray(_t(target)._data).reshape(-1).astype(np.int64)
     nb, c = _shape_of(x2)
@@ -1167,8 +1182,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     keep = np.ones((nb, c), dtype=np.asarray(x._data).dtype)
     keep[np.arange(nb), y] = 0
     loss = _ops.div(_ops.sum_(_ops.mul(z, _leaf(keep)), 1), float(c))
-    if one:
-        loss = _ops.reshape(loss, ())
+    if one:         # (the target's shape: () or (1,))
+        loss = _ops.reshape(loss, np.shape(_t(target)._data))
     return _reduce(loss, reduction, 'multi_margin_loss')
 
 
@@ -1697,3 +1712,21 @@ def multi_head_attention_forward(*args, **kwargs):
 
 
 __all__ += ['multi_head_attention_forward']
+from ._modules_more import multilabel_margin_loss  # noqa: E402
+__all__ += ['multilabel_margin_loss']
+from ._spatial import (adaptive_max_pool1d, adaptive_max_pool1d_with_indices,  # noqa: E402
+                       adaptive_max_pool2d, adaptive_max_pool2d_with_indices,
+                       adaptive_max_pool3d, adaptive_max_pool3d_with_indices, channel_shuffle,
+                       embedding_bag, fold, interpolate, local_response_norm, lp_pool1d,
+                       lp_pool2d, lp_pool3d, max_pool1d_with_indices, max_pool2d_with_indices,
+                       max_pool3d_with_indices, max_unpool1d, max_unpool2d, max_unpool3d,
+                       pixel_shuffle, pixel_unshuffle, rrelu, rrelu_, unfold, upsample,
+                       upsample_bilinear, upsample_nearest)
+__all__ += ['interpolate', 'upsample', 'upsample_nearest', 'upsample_bilinear',
+            'pixel_shuffle', 'pixel_unshuffle', 'channel_shuffle', 'unfold', 'fold',
+            'adaptive_max_pool1d', 'adaptive_max_pool2d', 'adaptive_max_pool3d',
+            'adaptive_max_pool1d_with_indices', 'adaptive_max_pool2d_with_indices',
+            'adaptive_max_pool3d_with_indices', 'max_pool1d_with_indices',
+            'max_pool2d_with_indices', 'max_pool3d_with_indices', 'max_unpool1d',
+            'max_unpool2d', 'max_unpool3d', 'lp_pool1d', 'lp_pool2d', 'lp_pool3d',
+            'local_response_norm', 'embedding_bag', 'rrelu', 'rrelu_']

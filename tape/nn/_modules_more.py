@@ -1,0 +1,774 @@
+"""Still more ``torch.nn`` modules, each a thin layer over the function of the same
+name in ``tape.nn.functional``, with PyTorch's constructor arguments, parameter and
+buffer names, initialisation and repr:
+
+* activations ``SELU``, ``CELU``, ``GLU``, ``LogSigmoid``, ``Softmin``, ``Softshrink``,
+  ``Hardshrink``, ``Tanhshrink``, ``Threshold``, ``Softmax2d``;
+* losses ``MarginRankingLoss``, ``HingeEmbeddingLoss``, ``CosineEmbeddingLoss``,
+  ``TripletMarginLoss``, ``TripletMarginWithDistanceLoss``, ``SoftMarginLoss``,
+  ``MultiLabelSoftMarginLoss``, ``MultiMarginLoss``, ``MultiLabelMarginLoss`` (with
+  ``F.multilabel_margin_loss``, defined here), ``PoissonNLLLoss``, ``GaussianNLLLoss``;
+* normalization ``InstanceNorm1d/2d/3d`` and ``RMSNorm``;
+* padding ``ConstantPad``, ``ZeroPad``, ``ReflectionPad``, ``ReplicationPad`` and
+  ``CircularPad`` in 1, 2 and 3 dimensions;
+* dropout ``Dropout1d/2d/3d``, ``AlphaDropout``, ``FeatureAlphaDropout``;
+* ``LazyLinear`` (a ``Linear`` whose ``in_features`` the first input sets) and its
+  ``UninitializedParameter``.
+
+>>> import tape
+>>> tape.nn.InstanceNorm2d(3)
+InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=False)
+>>> tape.nn.ReflectionPad1d(2)
+ReflectionPad1d((2, 2))
+"""
+import warnings as _warnings
+from collections.abc import Iterable as _Iterable
+
+import numpy as np
+
+from .. import _elementwise as _ew
+from .. import _indexing as _ix
+from .. import _ops
+from .._grad_mode import no_grad
+from .._tape import note_value_use
+from .._tensor import Tensor, _leaf
+from . import functional as F
+from . import init
+from ._more_modules import PairwiseDistance
+from .modules import (Linear, Module, Parameter, _affine_params, _dtype, _empty, _Loss,
+                      _reset_affine, _WeightedLoss)
+
+__all__ = ['SELU', 'CELU', 'GLU', 'LogSigmoid', 'Softmin', 'Softshrink', 'Hardshrink',
+           'Tanhshrink', 'Threshold', 'Softmax2d',
+           'MarginRankingLoss', 'HingeEmbeddingLoss', 'CosineEmbeddingLoss',
+           'TripletMarginLoss', 'TripletMarginWithDistanceLoss', 'SoftMarginLoss',
+           'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'MultiLabelMarginLoss',
+           'PoissonNLLLoss', 'GaussianNLLLoss',
+           'InstanceNorm1d', 'InstanceNorm2d', 'InstanceNorm3d', 'RMSNorm',
+           'ConstantPad1d', 'ConstantPad2d', 'ConstantPad3d', 'ZeroPad1d', 'ZeroPad2d',
+           'ZeroPad3d', 'ReflectionPad1d', 'ReflectionPad2d', 'ReflectionPad3d',
+           'ReplicationPad1d', 'ReplicationPad2d', 'ReplicationPad3d', 'CircularPad1d',
+           'CircularPad2d', 'CircularPad3d',
+           'Dropout1d', 'Dropout2d', 'Dropout3d', 'AlphaDropout', 'FeatureAlphaDropout',
+           'UninitializedParameter', 'LazyLinear']
+
+
+# -- activations ---------------------------------------------------------------------
+def _inplace_str(inplace, lead=''):
+    return f'{lead}inplace=True' if inplace else ''
+
+
+class Threshold(Module):
+    """``value`` where ``input <= threshold``, else ``input``."""
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f'threshold={self.threshold}, value={self.value}' \
+               f'{_inplace_str(self.inplace, ", ")}'
+
+
+class SELU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.selu(input, self.inplace)
+
+    def extra_repr(self):
+        return _inplace_str(self.inplace)
+
+
+class CELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f'alpha={self.alpha}{_inplace_str(self.inplace, ", ")}'
+
+
+class GLU(Module):
+    """``a * sigmoid(b)`` for the two halves ``a``, ``b`` of ``input`` along ``dim``."""
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f'dim={self.dim}'
+
+
+class LogSigmoid(Module):
+    def forward(self, input):  # noqa: A002
+        return F.logsigmoid(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):  # noqa: A002
+        return F.tanhshrink(input)
+
+
+class Softmin(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):  # noqa: A002
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f'dim={self.dim}'
+
+
+class Softshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return str(self.lambd)
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f'{self.lambd}'
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) of (N, C, H, W) or (C, H, W) input."""
+    def forward(self, input):  # noqa: A002
+        if input.dim() not in (3, 4):
+            raise ValueError(f'Softmax2d: expected input to be 3D or 4D, got {input.dim()}D '
+                             f'instead')
+        return F.softmax(input, -3, _stacklevel=5)
+
+
+# -- losses ----------------------------------------------------------------------------
+_SCALAR_NAMES = {'int32': 'Int', 'int16': 'Short', 'int8': 'Char', 'uint8': 'Byte',
+                 'bool': 'Bool', 'float32': 'Float', 'float64': 'Double', 'float16': 'Half'}
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                           reduction='mean'):
+    """``sum_{j, i} max(0, 1 - (x[y[j]] - x[i])) / C`` per sample, over the target
+    classes ``y[j]`` (the indices before the first -1) and the classes ``i`` not among
+    them; ``input`` is (C) or (N, C), ``target`` int64 of the same shape."""
+    reduction = F._checked_reduction(size_average, reduce, reduction)
+    x = F._t(input)
+    if not isinstance(target, Tensor):
+        target = F._t(target)
+    sx = F._shape_of(x)
+    yd = np.asarray(target._data)
+    if yd.dtype != np.int64:
+        name = _SCALAR_NAMES.get(yd.dtype.name, yd.dtype.name)
+        raise RuntimeError(f'expected scalar type Long but found {name}')
+    nd = len(sx)
+    if nd <= 1:
+        dim = 1 if nd == 0 else sx[0]
+        if not (yd.ndim <= 1 and yd.size == dim):
+            raise RuntimeError(f'inconsistent target size: {list(yd.shape)} for input of size: '
+                               f'{list(sx)}')
+        nb = 1
+    elif nd == 2 and sx[1] != 0:
+        nb, dim = sx
+        if yd.shape != sx:
+            raise RuntimeError(f'inconsistent target size: {list(yd.shape)} for input of size: '
+                               f'{list(sx)}')
+    else:
+        raise RuntimeError(f'Expected non-empty vector or matrix with optional 0-dim batch size, '
+                           f'but got: {list(sx)}')
+    y = yd.reshape(nb, dim)
+    if ((y < -1) | (y >= dim)).any():
+        raise RuntimeError("argument #2 'target' is out of range")
+    note_value_use('multilabel_margin_loss')    # (the target's masks are baked in)
+    # the targets of a row are its indices before the first -1
+    valid = np.cumprod(y >= 0, axis=1).astype(bool)
+    is_target = np.zeros((nb, dim), bool)
+    rows = np.broadcast_to(np.arange(nb)[:, None], y.shape)
+    is_target[rows[valid], y[valid]] = True
+    dt = np.asarray(x._data).dtype
+    mask = (valid[:, :, None] & ~is_target[:, None, :]).astype(dt)
+    x2 = _ops.reshape(x, (nb, dim))
+    xy = _ix.gather(x2, 1, _leaf(np.where(valid, y, 0)))              # x[y[j]], (N, C)
+    z = _ew.clamp_min(_ops.rsub(_ops.sub(_ops.reshape(xy, (nb, dim, 1)),
+                                         _ops.reshape(x2, (nb, 1, dim))), 1.0), 0.0)
+    loss = _ops.div(_ops.sum_(_ops.mul(z, _leaf(mask)), (1, 2)), float(dim))
+    if nd <= 1:
+        loss = _ops.reshape(loss, ())
+    return F._reduce(loss, reduction, 'multilabel_margin_loss')
+
+
+class MarginRankingLoss(_Loss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction='mean'):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin,
+                                     reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    def __init__(self, margin=1.0, size_average=None, reduce=None, reduction='mean'):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input, target):  # noqa: A002
+        return F.hinge_embedding_loss(input, target, margin=self.margin,
+                                      reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction='mean'):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin,
+                                       reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
+                 reduce=None, reduction='mean'):
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f'TripletMarginLoss: expected margin to be greater than 0, got '
+                             f'{margin} instead')
+        self.margin = margin
+        self.p = p
+        self.eps = eps
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
+                                     eps=self.eps, swap=self.swap, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction='mean'):
+        super().__init__(None, None, reduction)
+        if margin <= 0:
+            raise ValueError(f'TripletMarginWithDistanceLoss: expected margin to be greater '
+                             f'than 0, got {margin} instead')
+        # the default is a PairwiseDistance child module, as in PyTorch (it shows in the repr)
+        self.distance_function = distance_function if distance_function is not None \
+            else PairwiseDistance()
+        self.margin = margin
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    def forward(self, input, target):  # noqa: A002
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    def forward(self, input, target):  # noqa: A002
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
+                                             reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                 reduction='mean'):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p != 1 and p != 2:
+            raise ValueError('only p == 1 and p == 2 supported')
+        if weight is not None and weight.dim() != 1:
+            raise ValueError(f'MultiMarginLoss: expected weight to be None or 1D tensor, got '
+                             f'{weight.dim()}D instead')
+        self.p = p
+        self.margin = margin
+
+    def forward(self, input, target):  # noqa: A002
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin,
+                                   weight=self.weight, reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    def forward(self, input, target):  # noqa: A002
+        return multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                 reduction='mean'):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input = log_input
+        self.full = full
+        self.eps = eps
+
+    def forward(self, log_input, target):
+        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full,
+                                  eps=self.eps, reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, *, full=False, eps=1e-6, reduction='mean'):
+        super().__init__(None, None, reduction)
+        self.full = full
+        self.eps = eps
+
+    def forward(self, input, target, var):  # noqa: A002
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
+                                   reduction=self.reduction)
+
+
+# -- normalization ---------------------------------------------------------------------
+class _InstanceNorm(Module):
+    """PyTorch's ``_NormBase`` as ``_InstanceNorm`` uses it: no affine and no running
+    statistics by default; ``running_mean``/``running_var``/``num_batches_tracked``
+    exist (as buffers) only with ``track_running_stats``, which the eval mode then
+    normalizes with.  Input without a batch dimension is taken as a batch of one."""
+    _version = 2
+    _no_batch_dim = None
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        _affine_params(self, (num_features,), affine, bias, dtype)
+        if track_running_stats:
+            dt = _dtype(dtype)
+            self.register_buffer('running_mean', _leaf(np.zeros(num_features, dt)))
+            self.register_buffer('running_var', _leaf(np.ones(num_features, dt)))
+            self.register_buffer('num_batches_tracked', _leaf(np.array(0, np.int64)))
+        else:
+            self.register_buffer('running_mean', None)
+            self.register_buffer('running_var', None)
+            self.register_buffer('num_batches_tracked', None)
+        self.reset_parameters()
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        _reset_affine(self)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs, assign=False):
+        version = local_metadata.get('version', None)
+        if version is None and not self.track_running_stats:
+            # checkpoints from before 0.4 saved running stats that are not tracked now
+            keys = [prefix + n for n in ('running_mean', 'running_var')
+                    if prefix + n in state_dict]
+            if keys:
+                klass = type(self).__name__
+                names = ' and '.join(f'"{k}"' for k in keys)
+                error_msgs.append(
+                    f'Unexpected running stats buffer(s) {names} for {klass} with '
+                    f'track_running_stats=False. If state_dict is a checkpoint saved before '
+                    f'0.4.0, this may be expected because {klass} does not track running stats '
+                    f'by default since 0.4.0. Please remove these keys from state_dict. If the '
+                    f'running stats are actually needed, instead set track_running_stats=True '
+                    f'in {klass} to enable them. See the documentation of {klass} for details.')
+                for k in keys:
+                    state_dict.pop(k)
+        if (version is None or version < 2) and self.track_running_stats:
+            key = prefix + 'num_batches_tracked'
+            if key not in state_dict:
+                state_dict[key] = self.num_batches_tracked \
+                    if self.num_batches_tracked is not None else _leaf(np.array(0, np.int64))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs, assign)
+
+    def _check_input_dim(self, input):  # noqa: A002
+        n = self._no_batch_dim
+        if input.dim() not in (n, n + 1):
+            raise ValueError(f'expected {n}D or {n + 1}D input (got {input.dim()}D input)')
+
+    def _apply_instance_norm(self, input):  # noqa: A002
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight,
+                               self.bias, self.training or not self.track_running_stats,
+                               self.momentum if self.momentum is not None else 0.0, self.eps)
+
+    def forward(self, input):  # noqa: A002
+        self._check_input_dim(input)
+        feature_dim = input.dim() - self._no_batch_dim
+        size = input.size(feature_dim)
+        if size != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match "
+                                 f'num_features ({self.num_features}), but got: {size}.')
+            _warnings.warn(f"input's size at dim={feature_dim} does not match num_features. "
+                           'You can silence this warning by not passing in num_features, which '
+                           'is not used because affine=False', stacklevel=2)
+        if input.dim() == self._no_batch_dim:
+            return self._apply_instance_norm(input.unsqueeze(0)).squeeze(0)
+        return self._apply_instance_norm(input)
+
+    def extra_repr(self):
+        return (f'{self.num_features}, eps={self.eps}, momentum={self.momentum}, '
+                f'affine={self.affine}, bias={self.bias is not None}, '
+                f'track_running_stats={self.track_running_stats}')
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of (N, C, L) or (C, L) input."""
+    _no_batch_dim = 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization of (N, C, H, W) or (C, H, W) input."""
+    _no_batch_dim = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization of (N, C, D, H, W) or (C, D, H, W) input."""
+    _no_batch_dim = 4
+
+
+class RMSNorm(Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape``;
+    ``eps=None`` is the input dtype's machine epsilon; weight ones."""
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, (int, np.integer)):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = _empty(self.normalized_shape, dtype)
+        else:
+            self.register_parameter('weight', None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (f'{self.normalized_shape}, eps={self.eps}, '
+                f'elementwise_affine={self.elementwise_affine}')
+
+
+# -- padding ---------------------------------------------------------------------------
+def _ntuple(x, n):
+    """PyTorch's ``_ntuple(n)``: an iterable as a tuple (unchecked), else ``n`` copies."""
+    if isinstance(x, _Iterable):
+        return tuple(x)
+    return (x,) * n
+
+
+class _PadNd(Module):
+    _mode = None
+    _n = None           # 2, 4 or 6 padding sizes
+
+    def __init__(self, padding):
+        super().__init__()
+        self.padding = _ntuple(padding, self._n)
+
+    def _check_input_dim(self, input):  # noqa: A002
+        pass
+
+    def forward(self, input):  # noqa: A002
+        self._check_input_dim(input)
+        return F.pad(input, self.padding, self._mode)
+
+    def extra_repr(self):
+        return f'{self.padding}'
+
+
+class _ConstantPadNd(Module):
+    _n = None
+
+    def __init__(self, padding, value):
+        super().__init__()
+        self.value = value
+        self.padding = _ntuple(padding, self._n)
+
+    def forward(self, input):  # noqa: A002
+        return F.pad(input, self.padding, 'constant', self.value)
+
+    def extra_repr(self):
+        return f'padding={self.padding}, value={self.value}'
+
+
+class ConstantPad1d(_ConstantPadNd):
+    _n = 2
+
+
+class ConstantPad2d(_ConstantPadNd):
+    _n = 4
+
+
+class ConstantPad3d(_ConstantPadNd):
+    _n = 6
+
+
+class ZeroPad1d(ConstantPad1d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f'{self.padding}'
+
+
+class ZeroPad2d(ConstantPad2d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f'{self.padding}'
+
+
+class ZeroPad3d(ConstantPad3d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f'{self.padding}'
+
+
+class ReflectionPad1d(_PadNd):
+    _mode, _n = 'reflect', 2
+
+
+class ReflectionPad2d(_PadNd):
+    _mode, _n = 'reflect', 4
+
+
+class ReflectionPad3d(_PadNd):
+    _mode, _n = 'reflect', 6
+
+
+class ReplicationPad1d(_PadNd):
+    _mode, _n = 'replicate', 2
+
+
+class ReplicationPad2d(_PadNd):
+    _mode, _n = 'replicate', 4
+
+
+class ReplicationPad3d(_PadNd):
+    _mode, _n = 'replicate', 6
+
+
+class _CircularPadNd(_PadNd):
+    _mode = 'circular'
+
+    def _check_input_dim(self, input):  # noqa: A002
+        k = self._n // 2
+        if input.dim() not in (k + 1, k + 2):
+            raise ValueError(f'expected {k + 1}D or {k + 2}D input (got {input.dim()}D input)')
+
+
+class CircularPad1d(_CircularPadNd):
+    _n = 2
+
+
+class CircularPad2d(_CircularPadNd):
+    _n = 4
+
+
+class CircularPad3d(_CircularPadNd):
+    _n = 6
+
+
+# -- dropout ---------------------------------------------------------------------------
+class _DropoutNd(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f'dropout probability has to be between 0 and 1, but got {p}')
+        self.p = p
+        self.inplace = inplace
+
+    def extra_repr(self):
+        return f'p={self.p}, inplace={self.inplace}'
+
+
+class Dropout1d(_DropoutNd):
+    """Zero whole channels of (N, C, L) or (C, L) input in training mode."""
+    def forward(self, input):  # noqa: A002
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zero whole channels of (N, C, H, W) input in training mode."""
+    def forward(self, input):  # noqa: A002
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) input in training mode."""
+    def forward(self, input):  # noqa: A002
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout that keeps SELU's zero mean and unit variance (per element)."""
+    def forward(self, input):  # noqa: A002
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """``AlphaDropout`` with one draw per (N, C) feature map."""
+    def forward(self, input):  # noqa: A002
+        return F.feature_alpha_dropout(input, self.p, self.training)
+
+
+# -- lazy modules ------------------------------------------------------------------------
+# the marker of an uninitialized parameter; no leading underscore, so that copy.deepcopy
+# and pickle keep it (they keep a tensor's public attributes, and the Parameter mark)
+_UNINIT = 'uninitialized_'
+
+
+def _is_lazy(t):
+    return isinstance(t, Tensor) and t.__dict__.get(_UNINIT, False)
+
+
+class _UninitializedMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Parameter) and _is_lazy(obj)
+
+
+class UninitializedParameter(metaclass=_UninitializedMeta):
+    """A parameter with no shape yet, which a lazy module materializes on its first
+    call.  As ``Parameter``, it is a plain ``tape.Tensor`` (empty, of the given dtype)
+    with a marker, so ``isinstance(p, nn.Parameter)`` holds as in PyTorch; unlike
+    PyTorch's, its repr and ``shape`` are those of the empty tensor."""
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        t = Parameter(_leaf(np.empty(0, _dtype(dtype))), requires_grad)
+        t.__dict__[_UNINIT] = True
+        return t
+
+
+def _materialize(param, shape, dtype=None):
+    """PyTorch's ``UninitializedParameter.materialize``: the same object becomes an
+    (uninitialized-valued) parameter of ``shape``."""
+    dt = np.dtype(param.dtype) if dtype is None else _dtype(dtype)
+    param.data = np.empty(tuple(shape), dt)
+    del param.__dict__[_UNINIT]
+
+
+class _LazyModuleMixin:
+    """PyTorch's ``LazyModuleMixin``: a forward pre-hook runs ``initialize_parameters``
+    on the first call, then the module becomes ``cls_to_become``; a state dict with
+    real tensors materializes the parameters it names."""
+    cls_to_become = None
+
+    def _lazy_init(self):
+        # (the handle is not kept: a module holding one would not pickle)
+        self.register_forward_pre_hook(self._infer_parameters, with_kwargs=True)
+
+    def _remove_initialize_hook(self):
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if getattr(hook, '__func__', None) is _LazyModuleMixin._infer_parameters:
+                del self._forward_pre_hooks[key]
+                self._forward_pre_hooks_with_kwargs.pop(key, None)
+
+    def has_uninitialized_params(self):
+        return any(_is_lazy(t) for t in list(self._parameters.values()) +
+                   list(self._buffers.values()))
+
+    def _infer_parameters(self, module, args, kwargs=None):
+        module.initialize_parameters(*args, **(kwargs or {}))
+        if module.has_uninitialized_params():
+            raise RuntimeError(f'module {self._get_name()} has not been fully initialized')
+        module._remove_initialize_hook()
+        if module.cls_to_become is not None:
+            module.__class__ = module.cls_to_become
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        # an uninitialized parameter is saved as itself (PyTorch's does not detach)
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars or _is_lazy(p) else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars or _is_lazy(b) else b.detach()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs, assign=False):
+        for name, param in list(self._parameters.items()) + list(self._buffers.items()):
+            key = prefix + name
+            if key in state_dict and param is not None and _is_lazy(param):
+                value = state_dict[key]
+                if not _is_lazy(value):
+                    with no_grad():
+                        _materialize(param, tuple(value.shape))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs, assign)
+
+    def _get_name(self):
+        return type(self).__name__
+
+
+class LazyLinear(_LazyModuleMixin, Linear):
+    """A ``Linear`` whose ``in_features`` is the last dimension of its first input;
+    it then becomes a ``Linear``, initialised as one."""
+    cls_to_become = Linear
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(dtype=dtype)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(dtype=dtype)
+        self._lazy_init()
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):  # noqa: A002
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.in_features = input.shape[-1]
+                _materialize(self.weight, (self.out_features, self.in_features))
+                if self.bias is not None:
+                    _materialize(self.bias, (self.out_features,))
+                self.reset_parameters()
+        if self.in_features == 0:
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise AssertionError(f'The in_features inferred from input: {input.shape[-1]} '
+                                     f'is not equal to in_features from self.weight: '
+                                     f'{self.weight.shape[-1]}')
+            self.in_features = input.shape[-1]
