@@ -1304,3 +1304,5 @@ ShortTensor = _legacy('ShortTensor', np.int16)
 CharTensor = _legacy('CharTensor', np.int8)
 ByteTensor = _legacy('ByteTensor', np.uint8)
 BoolTensor = _legacy('BoolTensor', np.bool_)
+
+from ._functions_more import _install as _install_more; _install_more(globals()); del _install_more  # noqa: E402,E702  (tape/_functions_more.py)
