@@ -45,17 +45,48 @@ None and their version counters are their own).  The same tensor object
 saved twice loads as one object.  Unlike ``torch.save`` a view does not drag
 the rest of its base's memory into the file.
 
-Not supported: ``tape.load`` of a file written by ``torch.save`` (it raises a
-RuntimeError that says so: load it with ``torch.load`` and convert with
-``tape.tensor(t.numpy())``), and ``torch.load`` of a ``tape.save`` file.
-``_use_new_zipfile_serialization=False`` is accepted and ignored (there is one
-tape format).  Everything loads on the CPU.
+Files written by ``torch.save``
+-------------------------------
+``tape.load`` also reads ``torch.save`` files, without torch, so that
+``model.load_state_dict(tape.load('weights.pt'))`` works for PyTorch
+checkpoints.  Both of torch's formats are read: the zip archive (any archive
+folder name: ``<root>/data.pkl``, ``<root>/data/<key>``, ``<root>/byteorder``)
+and the legacy one of ``_use_new_zipfile_serialization=False`` (pickles of
+torch's magic number, the protocol and system info, the object, the storage
+keys, then each storage's element count and little-endian bytes).  The
+pickle's torch globals are mapped to tape's:
+``torch._utils._rebuild_tensor{,_v2,_v3}`` build tensors as NumPy views (with
+torch's storage offset, size and stride) of one array per storage, so tensors
+that shared a storage in torch (a tensor and its slice or transpose) share
+memory again; ``_rebuild_parameter{,_with_state}`` give ``tape.nn.Parameter``
+(``requires_grad`` and Python attributes kept); ``torch.Size``,
+``torch.device``, the dtypes and ``collections.OrderedDict`` give their tape
+equivalents.  Storages are read in the file's byte order (swapped when it is
+not the machine's).  dtypes: float16/32/64, int8/16/32/64, uint8/16/32/64,
+bool and complex64/128 load as themselves; bfloat16 (which tape lacks) loads
+as float32, exactly, with a UserWarning (those tensors are converted copies,
+so they share memory only among themselves); other torch dtypes (float8,
+quantized), sparse, nested and meta tensors, and TorchScript archives raise
+an error that names what is unsupported.  ``weights_only`` behaves as in torch
+>= 2.6: by default only the globals above (and those added with
+``add_safe_globals``) load, any other raises ``pickle.UnpicklingError``
+naming it; with ``weights_only=False`` other globals load as pickle loads
+them, except torch globals that tape has no equivalent of (a whole pickled
+``nn.Module``, an optimizer): those raise a RuntimeError, since tape never
+imports torch.  ``map_location`` and ``mmap=True`` work as for tape's files
+(``mmap`` maps the zip format's storages; a legacy file is read).
+
+Not supported: the legacy *tar* format of PyTorch before 0.4 (a clear
+RuntimeError), and ``torch.load`` of a ``tape.save`` file: ``tape.save``
+writes tape's format only (``_use_new_zipfile_serialization`` is accepted and
+ignored).  Everything loads on the CPU.
 """
 import contextlib
 import io
 import json
 import os
 import pickle
+import re
 import struct
 import sys
 import zipfile
@@ -432,9 +463,8 @@ class _Loader:
 
 def _not_tape_file(name):
     return RuntimeError(
-        f'{name} is not a file written by tape.save: tape.load reads only its own format '
-        '(a file written by torch.save has to be loaded with torch.load; convert its tensors '
-        'with tape.tensor(t.numpy()))')
+        f'{name} is not a file written by tape.save or torch.save (a zip archive without '
+        'tape_archive/meta.json or <archive>/data.pkl)')
 
 
 def _check_seekable(f):
@@ -448,8 +478,8 @@ def _check_seekable(f):
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
          **pickle_load_args):
-    """Load an object saved by ``tape.save`` from ``f`` (a path or a seekable binary
-    file-like object), as ``torch.load``.
+    """Load an object saved by ``tape.save`` or ``torch.save`` from ``f`` (a path or a
+    seekable binary file-like object), as ``torch.load``.
 
     ``weights_only`` (the default, as in torch >= 2.6, unless a ``pickle_module`` is
     given) loads only tensors, Parameters, dtypes, devices, numbers, strings,
@@ -465,8 +495,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     ``mmap=True`` (``f`` a path) maps the storages copy-on-write instead of reading
     them.
 
-    ``tape.load`` cannot read a file written by ``torch.save`` (RuntimeError): load
-    it with ``torch.load`` and convert the tensors with ``tape.tensor(t.numpy())``.
+    ``f`` may also be a file written by ``torch.save`` (either of its formats): its
+    tensors load as tape tensors, its Parameters as ``tape.nn.Parameter``, sharing
+    storage as they did; see the module docstring for what such a file may hold.
     """
     if weights_only is None:
         weights_only = pickle_module is None
@@ -491,6 +522,35 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     return _load(f, None, map_location, pickle_module, weights_only, False, pickle_load_args)
 
 
+def _read_entry(zf, entry, nbytes, name):
+    """The first ``nbytes`` bytes of the zip entry ``entry`` as a new uint8 array."""
+    buf = np.empty(nbytes, np.uint8)
+    if nbytes:
+        with zf.open(entry) as src:
+            view, got = memoryview(buf), 0
+            while got < nbytes:
+                k = src.readinto(view[got:])
+                if not k:
+                    raise RuntimeError(f'{name}: the record {entry!r} is truncated (expected '
+                                       f'{nbytes} bytes, found {got})')
+                got += k
+    return buf
+
+
+def _map_entry(zf, entry, nbytes, path):
+    """The entry's bytes mapped copy-on-write from the file at ``path`` (None when
+    the entry is compressed)."""
+    info = zf.getinfo(entry)
+    if info.compress_type != zipfile.ZIP_STORED or info.file_size < nbytes:
+        return None
+    with open(path, 'rb') as raw:
+        raw.seek(info.header_offset)
+        hdr = raw.read(30)
+        name_len, extra_len = struct.unpack('<HH', hdr[26:30])
+        off = info.header_offset + 30 + name_len + extra_len
+    return np.memmap(path, np.uint8, mode='c', offset=off, shape=(nbytes,))
+
+
 def _load(fh, path, map_location, pickle_module, weights_only, mmap, pickle_load_args):
     name = repr(path) if path is not None else 'the file'
     start = fh.tell()
@@ -499,7 +559,18 @@ def _load(fh, path, map_location, pickle_module, weights_only, mmap, pickle_load
         raise EOFError('Ran out of input')
     fh.seek(start)
     if magic != b'PK\x03\x04':
-        msg = f'invalid load key, {magic[:1]!r}: {name} is not a file written by tape.save'
+        fh.seek(start + 257)
+        if fh.read(5) == b'ustar':
+            fh.seek(start)
+            raise RuntimeError(f'{name} is a tar archive: the legacy format of torch.save '
+                               'before PyTorch 0.4, which tape.load does not read (load it '
+                               'with torch.load and save it again)')
+        fh.seek(start)
+        if _is_torch_legacy(fh, start):
+            return _load_torch_legacy(fh, name, map_location, pickle_module, weights_only,
+                                      pickle_load_args)
+        msg = (f'invalid load key, {magic[:1]!r}: {name} is not a file written by tape.save '
+               'or torch.save')
         if weights_only:
             msg = _weights_only_message(msg)
         raise pickle.UnpicklingError(msg)
@@ -510,7 +581,14 @@ def _load(fh, path, map_location, pickle_module, weights_only, mmap, pickle_load
     with zf:
         names = set(zf.namelist())
         if _PREFIX + 'meta.json' not in names or _PREFIX + 'data.pkl' not in names:
-            raise _not_tape_file(name)
+            root = _torch_root(zf)
+            if root is None:
+                raise _not_tape_file(name)
+            if root + 'constants.pkl' in names:
+                raise RuntimeError(f'{name} is a TorchScript archive (written by '
+                                   'torch.jit.save); tape.load reads torch.save files only')
+            return _load_torch_zip(zf, root, name, path, map_location, pickle_module,
+                                   weights_only, mmap, pickle_load_args)
         meta = json.loads(zf.read(_PREFIX + 'meta.json'))
         if meta.get('format') != _FORMAT:
             raise _not_tape_file(name)
@@ -521,59 +599,495 @@ def _load(fh, path, map_location, pickle_module, weights_only, mmap, pickle_load
         for n, s in enumerate(meta['storages']):
             nbytes = int(s['nbytes'])
             entry = _PREFIX + f'data/{n}'
-            if mmap and nbytes:
-                info = zf.getinfo(entry)
-                with open(path, 'rb') as raw:
-                    raw.seek(info.header_offset)
-                    hdr = raw.read(30)
-                    name_len, extra_len = struct.unpack('<HH', hdr[26:30])
-                    off = info.header_offset + 30 + name_len + extra_len
-                buf = np.memmap(path, np.uint8, mode='c', offset=off, shape=(nbytes,))
-            else:
-                buf = np.empty(nbytes, np.uint8)
-                if nbytes:
-                    with zf.open(entry) as src:
-                        view, got = memoryview(buf), 0
-                        while got < nbytes:
-                            k = src.readinto(view[got:])
-                            if not k:
-                                raise RuntimeError(f'{name}: storage {n} is truncated')
-                            got += k
+            buf = _map_entry(zf, entry, nbytes, path) if mmap and nbytes else None
+            if buf is None:
+                buf = _read_entry(zf, entry, nbytes, name)
             storages.append(_restore(buf, s.get('location', 'cpu'), map_location))
         loader = _Loader(meta, storages)
         data = zf.read(_PREFIX + 'data.pkl')
+    return _unpickle(io.BytesIO(data), loader.persistent_load, weights_only, pickle_module,
+                     pickle_load_args)
 
+
+def _find_global(module, qualname, allowed):
+    obj = allowed.get(f'{module}.{qualname}')
+    if obj is None:
+        shown = qualname if module == 'builtins' else f'{module}.{qualname}'
+        raise pickle.UnpicklingError(
+            f'Unsupported global: GLOBAL {shown} was not an allowed global by '
+            f'default. Please use `tape.serialization.add_safe_globals([{shown}])` '
+            f'or the `tape.serialization.safe_globals([{shown}])` context manager '
+            'to allowlist this global if you trust this class/function.')
+    return obj
+
+
+def _unpickle(file, persistent_load, weights_only, pickle_module, pickle_load_args,
+              torch_find=None):
+    """Run the pickle in ``file``.  ``torch_find`` (a torch file: ``_TorchLoader.find``)
+    gives the tape object that stands for a torch global; the protocol 2 names of
+    Python 2 are translated, as torch's unpicklers do."""
     if weights_only:
         allowed = _allowed_globals()
 
         class _WeightsUnpickler(pickle.Unpickler):
             def find_class(self, module, qualname):
+                if torch_find is not None:
+                    module, qualname = _py2_name(module, qualname)
+                    if _is_torch_module(module):
+                        obj = torch_find(module, qualname, True)
+                        if obj is not None:
+                            return obj
                 if module == '__builtin__':         # a protocol 0-2 pickle's name
                     module = 'builtins'
-                obj = allowed.get(f'{module}.{qualname}')
-                if obj is None:
-                    shown = qualname if module == 'builtins' else f'{module}.{qualname}'
-                    raise pickle.UnpicklingError(
-                        f'Unsupported global: GLOBAL {shown} was not an allowed global by '
-                        f'default. Please use `tape.serialization.add_safe_globals([{shown}])` '
-                        f'or the `tape.serialization.safe_globals([{shown}])` context manager '
-                        'to allowlist this global if you trust this class/function.')
-                return obj
+                return _find_global(module, qualname, allowed)
 
             def persistent_load(self, pid):
-                return loader.persistent_load(pid)
+                return persistent_load(pid)
 
         try:
-            result = _WeightsUnpickler(io.BytesIO(data), encoding='utf-8').load()
+            return _WeightsUnpickler(file, encoding='utf-8').load()
+        except _TorchUnsupported:
+            raise
         except pickle.UnpicklingError as e:
             raise pickle.UnpicklingError(_weights_only_message(str(e))) from None
         except Exception as e:          # malformed input: torch reports it the same way
+            if getattr(e, '_tape_pass', False):     # map_location's own error
+                raise
             raise pickle.UnpicklingError(
                 _weights_only_message(f'{type(e).__name__}: {e}')) from None
-    else:
-        class _Unpickler(pickle_module.Unpickler):
-            def persistent_load(self, pid):
-                return loader.persistent_load(pid)
 
-        result = _Unpickler(io.BytesIO(data), **pickle_load_args).load()
+    class _Unpickler(pickle_module.Unpickler):
+        if torch_find is not None:
+            def find_class(self, module, qualname):
+                module, qualname = _py2_name(module, qualname)
+                if _is_torch_module(module):
+                    obj = torch_find(module, qualname, False)
+                    if obj is None:
+                        key = f'{module}.{qualname}'
+                        raise _TorchUnsupported(
+                            f'tape.load: the file names the torch global {key}, which tape '
+                            'has no equivalent of (tape reads tensors, Parameters, dtypes, '
+                            'devices and sizes from a torch.save file, not torch objects '
+                            'such as whole nn.Modules or optimizers: save a state_dict '
+                            'instead)')
+                    return obj
+                return super().find_class(module, qualname)
+
+        def persistent_load(self, pid):
+            return persistent_load(pid)
+
+    return _Unpickler(file, **pickle_load_args).load()
+
+
+# -- reading files written by torch.save -------------------------------------------
+class _TorchUnsupported(RuntimeError):
+    """A torch.save file holds something tape cannot represent."""
+
+
+_MAGIC_NUMBER = 0x1950a86a20f9469cfc6c      # torch.serialization.MAGIC_NUMBER (legacy files)
+_LEGACY_PROTOCOL = 1001
+
+# torch's dtypes (the names its pickles use) -> tape's (NumPy) dtype names
+_TORCH_DTYPES = {
+    'float32': 'float32', 'float': 'float32', 'float64': 'float64', 'double': 'float64',
+    'float16': 'float16', 'half': 'float16', 'bfloat16': 'bfloat16',
+    'int64': 'int64', 'long': 'int64', 'int32': 'int32', 'int': 'int32',
+    'int16': 'int16', 'short': 'int16', 'int8': 'int8', 'uint8': 'uint8', 'bool': 'bool',
+    'uint16': 'uint16', 'uint32': 'uint32', 'uint64': 'uint64',
+    'complex64': 'complex64', 'cfloat': 'complex64', 'complex128': 'complex128',
+    'cdouble': 'complex128'}
+# torch's storage classes (any module: torch maps every '...Storage' name) -> dtype
+_TORCH_STORAGES = {
+    'DoubleStorage': 'float64', 'FloatStorage': 'float32', 'HalfStorage': 'float16',
+    'BFloat16Storage': 'bfloat16', 'LongStorage': 'int64', 'IntStorage': 'int32',
+    'ShortStorage': 'int16', 'CharStorage': 'int8', 'ByteStorage': 'uint8',
+    'BoolStorage': 'bool', 'ComplexFloatStorage': 'complex64',
+    'ComplexDoubleStorage': 'complex128', 'UntypedStorage': 'uint8',
+    'TypedStorage': 'uint8'}
+_ITEMSIZE = {k: (2 if k == 'bfloat16' else np.dtype(k).itemsize)
+             for k in set(_TORCH_DTYPES.values())}
+# torch names that torch.load(weights_only=True) accepts but tape cannot represent
+_TORCH_UNSUPPORTED = re.compile(r'float8_|float4_|complex32$|chalf$|q(u)?int|bits|'
+                                r'per_tensor_|per_channel_|u?int[1-7]$')
+
+
+def _is_torch_module(module):
+    return module == 'torch' or module.startswith('torch.')
+
+
+def _py2_name(module, name):
+    """The protocol 2 pickle names of Python 2 (``__builtin__``...) in Python 3."""
+    import _compat_pickle
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        return _compat_pickle.NAME_MAPPING[(module, name)]
+    return _compat_pickle.IMPORT_MAPPING.get(module, module), name
+
+
+def _torch_unsupported(module, name):
+    """Raise a clear error for a torch global that tape knows it cannot load."""
+    if (name.endswith('Storage') and name not in _TORCH_STORAGES) or \
+            (module == 'torch' and _TORCH_UNSUPPORTED.match(name)):
+        what = 'storage type' if name.endswith('Storage') else 'dtype or quantization scheme'
+        raise _TorchUnsupported(f'tape.load: the torch.save file holds a {module}.{name} '
+                                f'({what}) that tape has no equivalent of (tape supports '
+                                'float16/32/64, int8/16/32/64, uint8/16/32/64, bool, '
+                                'complex64/128, and bfloat16 converted to float32)')
+
+
+def _torch_rebuild_unsupported(name, what):
+    def rebuild(*args, **kwargs):
+        raise _TorchUnsupported(f'tape.load: the torch.save file holds {what} '
+                                f'(torch._utils.{name}), which tape does not support')
+    rebuild.__name__ = name
+    return rebuild
+
+
+class _TorchStorageType:
+    """What a torch storage class (``torch.FloatStorage``...) unpickles to."""
+    __slots__ = ('name', 'dtype')
+
+    def __init__(self, name, dtype):
+        self.name, self.dtype = name, dtype
+
+    def __repr__(self):
+        return f'<torch.{self.name} of a torch.save file>'
+
+
+class _TorchStorage:
+    """One storage of a torch.save file: the bytes of record ``key`` (``offset``
+    elements in, for the storage views of legacy files)."""
+    __slots__ = ('key', 'dtype', 'offset')
+
+    def __init__(self, key, dtype, offset=0):
+        self.key, self.dtype, self.offset = key, dtype, offset
+
+    def __repr__(self):
+        return f'<storage {self.key!r} ({self.dtype}) of a torch.save file>'
+
+
+def _warn_bfloat16():
+    import warnings
+    warnings.warn('tape.load: tape has no bfloat16; the bfloat16 tensors (and dtypes) of this '
+                  'torch.save file load as float32 (exactly: every bfloat16 is a float32)',
+                  UserWarning, stacklevel=4)
+
+
+def _set_state(obj, state):
+    """torch._utils._set_obj_state: a tensor's Python attributes."""
+    if not state:
+        return obj
+    if isinstance(state, tuple):
+        if len(state) != 2:
+            raise pickle.UnpicklingError(f'Invalid serialized state: {state!r}')
+        dict_state, slots_state = state
+    else:
+        dict_state, slots_state = state, None
+    for d in (dict_state, slots_state):
+        if d:
+            for k, v in d.items():
+                setattr(obj, k, v)
+    return obj
+
+
+class _TorchLoader:
+    """Storages and tensors of one torch.save file, and the tape objects that stand
+    for torch's globals in its pickle."""
+
+    def __init__(self, read, byteorder, map_location):
+        self.read = read                    # (key, nbytes) -> uint8 array, or None: later
+        self.order = '<' if byteorder == 'little' else '>'
+        self.swap = byteorder != sys.byteorder
+        self.map_location = map_location
+        self.raw = {}                       # key -> uint8 array (the record's bytes)
+        self.typed = {}                     # (key, dtype) -> 1-d array over the storage
+        self.converted = []                 # the typed arrays that are converted copies
+        self.warned = False
+        self.names = None
+
+    # persistent ids
+    def persistent_load(self, pid):
+        if not isinstance(pid, tuple) or not pid:
+            raise pickle.UnpicklingError(f'unsupported persistent id {pid!r}')
+        kind = pid[0].decode('ascii') if isinstance(pid[0], bytes) else pid[0]
+        if kind == 'storage' and len(pid) in (5, 6):
+            stype, key, location, numel = pid[1:5]
+            view = pid[5] if len(pid) == 6 else None
+            if not isinstance(stype, _TorchStorageType):
+                raise pickle.UnpicklingError(f'unsupported storage type {stype!r}')
+            key = key.decode('ascii') if isinstance(key, bytes) else str(key)
+            if isinstance(location, bytes):
+                location = location.decode('ascii')
+            if key not in self.raw:
+                nbytes = int(numel) * _ITEMSIZE[stype.dtype]
+                buf = self.read(key, nbytes)
+                try:
+                    self.raw[key] = _restore(buf, location, self.map_location)
+                except Exception as e:      # map_location's errors, as torch raises them
+                    e._tape_pass = True
+                    raise
+            offset = 0
+            if view is not None:            # (view_key, offset, size): legacy files
+                offset = int(view[1])
+            return _TorchStorage(key, stype.dtype, offset)
+        if kind == 'module':
+            raise _TorchUnsupported('tape.load: the torch.save file holds a whole nn.Module '
+                                    f'({pid[1:2]!r}); tape reads state_dicts (save '
+                                    'model.state_dict() instead)')
+        raise pickle.UnpicklingError(f'unsupported persistent id {pid!r}')
+
+    # storages as arrays
+    def _fill(self, out, raw, dtype):
+        """``out`` (a new array) = the elements of ``raw`` (bytes) as tape holds them."""
+        n = out.shape[0]
+        if dtype == 'bfloat16':
+            u = np.ndarray((n,), self.order + 'u2', buffer=raw)
+            out.view(np.uint32)[...] = u.astype(np.uint32) << 16
+        else:
+            out[...] = np.ndarray((n,), np.dtype(dtype).newbyteorder(self.order), buffer=raw)
+
+    def typed_array(self, key, dtype):
+        arr = self.typed.get((key, dtype))
+        if arr is None:
+            raw = self.raw[key]
+            n = raw.nbytes // _ITEMSIZE[dtype]
+            if dtype == 'bfloat16':
+                if not self.warned:
+                    self.warned = True
+                    _warn_bfloat16()
+                arr = np.empty(n, np.float32)
+                self._fill(arr, raw, dtype)
+                self.converted.append((arr, key, dtype))
+            elif self.swap and _ITEMSIZE[dtype] > 1:
+                arr = np.empty(n, np.dtype(dtype))
+                self._fill(arr, raw, dtype)
+                self.converted.append((arr, key, dtype))
+            else:
+                arr = np.ndarray((n,), np.dtype(dtype), buffer=raw)
+            self.typed[(key, dtype)] = arr
+        return arr
+
+    def refill(self):
+        """Legacy files: the converted arrays again, now that the bytes are read."""
+        for arr, key, dtype in self.converted:
+            self._fill(arr, self.raw[key], dtype)
+
+    def array(self, storage, dtype, offset, size, stride):
+        if not isinstance(storage, _TorchStorage):
+            raise pickle.UnpicklingError(f'expected a storage, got {type(storage).__name__}')
+        typed = self.typed_array(storage.key, dtype or storage.dtype)
+        size = tuple(int(s) for s in size)
+        stride = tuple(int(s) for s in stride)
+        if len(size) != len(stride):
+            raise pickle.UnpicklingError(f'size {size} and stride {stride} differ in length')
+        off = storage.offset + int(offset)
+        if any(s == 0 for s in size):
+            return np.empty(size, typed.dtype)
+        last = off + sum((n - 1) * s for n, s in zip(size, stride))
+        if off < 0 or min(stride, default=0) < 0 or last >= typed.shape[0]:
+            raise RuntimeError(f'tape.load: a tensor of size {list(size)}, stride '
+                               f'{list(stride)} and offset {off} does not fit in its storage '
+                               f'of {typed.shape[0]} elements (a corrupt file?)')
+        item = typed.itemsize
+        return np.ndarray(size, typed.dtype, buffer=typed, offset=off * item,
+                          strides=tuple(s * item for s in stride))
+
+    # torch._utils's rebuild functions
+    def _tensor(self, storage, offset, size, stride, requires_grad, metadata, dtype=None):
+        arr = self.array(storage, dtype, offset, size, stride)
+        if metadata:
+            if metadata.get('conj'):
+                arr = np.conj(arr)
+            if metadata.get('neg'):
+                arr = np.negative(arr)
+        return _tensor._rebuild(Tensor, arr, bool(requires_grad))
+
+    def rebuild_tensor(self, storage, storage_offset, size, stride):
+        return self._tensor(storage, storage_offset, size, stride, False, None)
+
+    def rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
+                          backward_hooks=None, metadata=None):
+        return self._tensor(storage, storage_offset, size, stride, requires_grad, metadata)
+
+    def rebuild_tensor_v3(self, storage, storage_offset, size, stride, requires_grad,
+                          backward_hooks, dtype, metadata=None):
+        return self._tensor(storage, storage_offset, size, stride, requires_grad, metadata,
+                            np.dtype(dtype).name)
+
+    @staticmethod
+    def rebuild_parameter(data, requires_grad, backward_hooks, state=None):
+        from .nn.modules import Parameter
+        if not isinstance(data, Tensor):
+            raise pickle.UnpicklingError(f'a Parameter of a {type(data).__name__}')
+        return _set_state(Parameter(data, bool(requires_grad)), state)
+
+    @staticmethod
+    def rebuild_from_type_v2(func, new_type, args, state):
+        from .nn.modules import Parameter
+        ret = func(*args)
+        if new_type is Parameter:
+            if not isinstance(ret, Parameter):
+                ret = Parameter(ret, ret.requires_grad)
+        elif new_type is not Tensor:
+            if not (isinstance(new_type, type) and issubclass(new_type, Tensor)):
+                raise pickle.UnpicklingError(f'{new_type!r} is not a tensor class')
+            if type(ret) is not new_type:
+                ret = _tensor._rebuild(new_type, _tensor._storage(ret), ret.requires_grad,
+                                       _tensor._user_attrs(ret) or None)
+        return _set_state(ret, state)
+
+    def find(self, module, name, weights_only):
+        """The tape object for the torch global ``module.name``; None for a name that
+        tape does not map (which a weights_only load then refuses as any other)."""
+        if self.names is None:
+            self.names = self._names()
+        if name in _TORCH_STORAGES:         # any module, as torch (torch.cuda.FloatStorage)
+            return _TorchStorageType(name, _TORCH_STORAGES[name])
+        key = f'{module}.{name}'
+        if key == 'torch.bfloat16' and not self.warned:
+            self.warned = True
+            _warn_bfloat16()
+        obj = self.names[0].get(key)
+        if obj is None and not weights_only:
+            obj = self.names[1].get(key)
+        if obj is None:
+            _torch_unsupported(module, name)
+        return obj
+
+    def _names(self):
+        """(torch names torch.load(weights_only=True) allows -> tape objects, the
+        further names tape maps when weights_only=False)."""
+        from .nn.modules import Parameter
+        safe = {
+            'torch._utils._rebuild_tensor': self.rebuild_tensor,
+            'torch._utils._rebuild_tensor_v2': self.rebuild_tensor_v2,
+            'torch._utils._rebuild_tensor_v3': self.rebuild_tensor_v3,
+            'torch._utils._rebuild_parameter': self.rebuild_parameter,
+            'torch._utils._rebuild_parameter_with_state': self.rebuild_parameter,
+            'torch._tensor._rebuild_from_type_v2': self.rebuild_from_type_v2,
+            'torch.Tensor': Tensor,
+            'torch.nn.parameter.Parameter': Parameter,
+            'torch.Size': Size,
+            'torch.device': device,
+            'torch.serialization._get_layout': _get_layout,
+        }
+        for fn, what in (('_rebuild_qtensor', 'a quantized tensor'),
+                         ('_rebuild_sparse_tensor', 'a sparse tensor'),
+                         ('_rebuild_nested_tensor', 'a nested tensor'),
+                         ('_rebuild_meta_tensor_no_storage', 'a tensor on the meta device'),
+                         ('_rebuild_wrapper_subclass', 'a wrapper tensor subclass'),
+                         ('_rebuild_device_tensor_from_numpy', 'a tensor saved via NumPy'),
+                         ('_rebuild_device_tensor_from_cpu_tensor',
+                          'a tensor of a non-CPU backend')):
+            safe['torch._utils.' + fn] = _torch_rebuild_unsupported(fn, what)
+        for name, dt in _TORCH_DTYPES.items():
+            # tape's dtypes are NumPy's; torch.bfloat16 (a value) becomes float32
+            safe['torch.' + name] = np.dtype('float32' if dt == 'bfloat16' else dt)
+        full = {f'torch.{n}': getattr(_tensor, n) for n in (
+            'strided', 'preserve_format', 'contiguous_format', 'channels_last',
+            'channels_last_3d')}
+        return safe, full
+
+
+def _get_layout(name):
+    if name == 'torch.strided':
+        return _tensor.strided
+    raise _TorchUnsupported(f'tape.load: the torch.save file holds a tensor of layout {name}, '
+                            'which tape does not support (strided tensors only)')
+
+
+def _torch_root(zf):
+    """The archive folder of a torch.save zip (``archive/``, or the file's stem: any
+    name), or None when it is not one."""
+    names = zf.namelist()
+    if not names:
+        return None
+    root = names[0].split('/', 1)[0] + '/'
+    if root + 'data.pkl' in set(names):
+        return root
+    return None
+
+
+def _load_torch_zip(zf, root, name, path, map_location, pickle_module, weights_only, mmap,
+                    pickle_load_args):
+    names = set(zf.namelist())
+    byteorder = 'little'
+    if root + 'byteorder' in names:
+        byteorder = zf.read(root + 'byteorder').decode('ascii', 'replace').strip()
+        if byteorder not in ('little', 'big'):
+            raise ValueError('Unknown endianness type: ' + byteorder)
+
+    def read(key, nbytes):
+        entry = f'{root}data/{key}'
+        if entry not in names:
+            raise RuntimeError(f'{name}: the torch.save archive has no record {entry!r}')
+        buf = _map_entry(zf, entry, nbytes, path) if mmap and nbytes else None
+        return buf if buf is not None else _read_entry(zf, entry, nbytes, name)
+
+    loader = _TorchLoader(read, byteorder, map_location)
+    data = zf.read(root + 'data.pkl')
+    return _unpickle(io.BytesIO(data), loader.persistent_load, weights_only, pickle_module,
+                     pickle_load_args, torch_find=loader.find)
+
+
+class _NoGlobals(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f'unexpected global {module}.{name}')
+
+
+def _is_torch_legacy(fh, start):
+    """Whether ``fh`` (at ``start``) is a torch.save file of the legacy (non-zip)
+    format: a pickle of torch's magic number, then the object's pickle."""
+    try:
+        head = fh.read(1)
+        if head != b'\x80':
+            return False
+        fh.seek(start)
+        return _NoGlobals(fh).load() == _MAGIC_NUMBER
+    except Exception:           # noqa: BLE001  (not a pickle: not a legacy file)
+        return False
+    finally:
+        fh.seek(start)
+
+
+def _load_torch_legacy(fh, name, map_location, pickle_module, weights_only,
+                       pickle_load_args):
+    """A file written by ``torch.save(..., _use_new_zipfile_serialization=False)``:
+    pickles of the magic number, the protocol version and system info; the object's
+    pickle (storages as persistent ids); a pickle of the storage keys; then each
+    storage as an int64 element count and its bytes (little-endian)."""
+    import pickletools
+    _NoGlobals(fh).load()
+    if _NoGlobals(fh).load() != _LEGACY_PROTOCOL:
+        raise RuntimeError(f'{name}: invalid torch.save protocol version')
+    info = _NoGlobals(fh).load()
+    byteorder = 'little' if not isinstance(info, dict) or info.get('little_endian', True) \
+        else 'big'
+    pos = fh.tell()
+    for _ in pickletools.genops(fh):     # skip the object's pickle: the storage bytes
+        pass                              # come after it
+    keys = _NoGlobals(fh).load()
+    data_pos = fh.tell()
+
+    loader = _TorchLoader(lambda key, nbytes: np.empty(nbytes, np.uint8), byteorder,
+                          map_location)
+    fh.seek(pos)
+    result = _unpickle(fh, loader.persistent_load, weights_only, pickle_module,
+                       pickle_load_args, torch_find=loader.find)
+    fh.seek(data_pos)
+    for key in keys:
+        key = key.decode('ascii') if isinstance(key, bytes) else str(key)
+        buf = loader.raw.get(key)
+        if buf is None:
+            raise RuntimeError(f'{name}: storage {key!r} is not used by the object')
+        head = fh.read(8)
+        if len(head) != 8:
+            raise RuntimeError(f'{name}: the torch.save file is truncated')
+        nbytes = buf.nbytes
+        view, got = memoryview(buf), 0
+        while got < nbytes:
+            k = fh.readinto(view[got:])
+            if not k:
+                raise RuntimeError(f'{name}: storage {key!r} is truncated')
+            got += k
+    loader.refill()
     return result
