@@ -782,6 +782,7 @@ from . import linalg, nn  # noqa: E402,F401
 from ._jit import jit  # noqa: E402,F401
 from . import serialization  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
+from ._compile import compile  # noqa: E402,F401,A001  (torch.compile: runs eagerly)
 
 rsqrt, exp2, expm1, log2, log10, log1p = _ew.rsqrt, _ew.exp2, _ew.expm1, _ew.log2, _ew.log10, _ew.log1p
 tan, asin, acos, atan, sinh, cosh = _ew.tan, _ew.asin, _ew.acos, _ew.atan, _ew.sinh, _ew.cosh

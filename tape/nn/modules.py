@@ -458,6 +458,12 @@ class Module:
 
     register_module = add_module
 
+    def compile(self, *args, **kwargs):
+        """``torch.nn.Module.compile``: accepted with ``torch.compile``'s arguments;
+        the module keeps running eagerly (tape/_compile.py says why)."""
+        from .._compile import compile as _compile
+        _compile(self.forward, *args, **kwargs)
+
     def __getattr__(self, name):
         # only called when normal lookup fails: the registered names
         d = self.__dict__
