@@ -172,13 +172,14 @@ def verf(x):
     m0 = ax < 0.84375
     m1 = ax < 1.25
     m2 = ax < 2.857142857142857
-    t = 1.0 / (ax * ax)
-    v = x * x if m0 else (ax - 1.0 if m1 else t)
+    inv = 1.0 / ax
+    v = x * x if m0 else (ax - 1.0 if m1 else inv * inv)
     r = _erf_rational(m0, m1, m2, v)
-    # x*x = zz*zz + (zz - ax)(zz + ax) with zz = ax with its low 32 bits cleared:
-    # zz*zz is exact, so exp's argument loses nothing (as s_erf.c does)
-    zz = _bits_as_float(_float_bits(ax) & np.int64(-4294967296))
-    big = 1.0 - vexp(-zz * zz - 0.5625) * vexp((zz - ax) * (zz + ax) + r) / ax
+    # one exp of the rounded -x*x + r - 0.5625, not s_erf.c's two with x*x split
+    # exactly: that split keeps erfc's relative error small, but here the
+    # exponential is at most 0.08 of a result near 1, so its argument's rounding
+    # (under 8 ulp of 2**-50 relative) stays far below erf's last bit
+    big = 1.0 - vexp(r - 0.5625 - ax * ax) * inv
     big = 8.45062911510467529297e-01 + r if m1 else big
     big = 1.0 if ax >= 6.0 else big
     big = math.copysign(big, x)
@@ -572,3 +573,148 @@ def topk_rows(x, k, largest):
             vals[p] = v
             out[r, p] = j
     return out
+
+
+# --- float32 forwards of erf and gelu (tape/_elementwise.py): a float32 input is
+# read and written as float32 (no float64 copy of the array and no cast back),
+# with an erf that is accurate far beyond float32's precision but costs a
+# polynomial instead of verf's exponentials and divisions.
+#
+# Chebyshev fits (converted to monomials in t in [-1, 1]) of erf(x) / x in
+# t = 2 x^2 - 1 for |x| < 1, and of erf(x) in t = 2 (|x| - c) on [c - 1/2, c + 1/2]
+# for c = 1.5, 2.5, 3.5; at |x| >= 4, erf(x) rounds to +-1 in float32.  Largest
+# error against math.erf: about 1e-10 (the float32 half-ulp is 3e-8 near 1),
+# so the float32 result is the correctly rounded erf(x) except at ties that
+# close.  Low order first, zero-padded to one length.
+_ERF32_C0 = (0.9654687386698851, -0.14053608901552916, 0.019852496688085655,
+             -0.002285485656955489, 0.00021751716322686266, -1.7536824684909303e-05,
+             1.2233626223434182e-06, -7.55749298919945e-08, 4.138775483420064e-09, 0.0, 0.0)
+_ERF32_C1 = (0.9661051464673418, 0.05946514334760407, -0.044598857882589674,
+             0.017344025852710776, -0.0027874354175763004, -0.00046471382745879355,
+             0.00030200055906357746, -3.672784072911802e-05, -9.286222830663488e-06,
+             3.008616227672344e-06, -3.852685581685881e-08)
+_ERF32_C2 = (0.9995930479842078, 0.0010891421591440586, -0.0013614277630208732,
+             0.0010437603273665253, -0.0005388970524732941, 0.00019117187307088627,
+             -4.3732345365342215e-05, 4.22716520036481e-06, 1.0297115426867608e-06,
+             -4.792870216156922e-07, 6.672773367180457e-08)
+_ERF32_C3 = (0.9999992569015663, 2.699714544833801e-06, -4.724494024028442e-06,
+             5.2869146525351905e-06, -4.232414312870797e-06, 2.5662765230764205e-06,
+             -1.2145374054392624e-06, 4.54274504403894e-07, -1.342367114046977e-07,
+             3.035956019658633e-08, -4.176303425951928e-09)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def erf32(x):
+    """erf(x) (float64 in and out) to about 1e-10, for results rounded to float32.
+
+    Plain arithmetic with selects (no call, no branch, no division), so a loop
+    over it vectorizes.  NaN stays NaN, +-inf gives +-1, -0.0 stays -0.0."""
+    ax = abs(x)
+    m0 = ax < 1.0
+    m1 = ax < 2.0
+    m2 = ax < 3.0
+    t = 2.0 * x * x - 1.0 if m0 else 2.0 * (ax - (1.5 if m1 else (2.5 if m2 else 3.5)))
+    p = 0.0
+    for k in range(10, -1, -1):
+        c = _ERF32_C0[k] if m0 else (_ERF32_C1[k] if m1 else (
+            _ERF32_C2[k] if m2 else _ERF32_C3[k]))
+        p = p * t + c
+    big = 1.0 if ax >= 4.0 else p
+    r = x * p if m0 else math.copysign(big, x)
+    return r if x == x else x
+
+
+@njit(cache=True, error_model='numpy')
+def erf_f32_array(x, out):
+    """out = erf(x) over flat float32 arrays."""
+    for i in range(x.shape[0]):
+        out[i] = erf32(np.float64(x[i]))
+
+
+@njit(cache=True, error_model='numpy')
+def gelu_f32_array(x, out):
+    """out = 0.5 x (1 + erf(x / sqrt 2)) over flat float32 arrays (computed in
+    float64, rounded once)."""
+    for i in range(x.shape[0]):
+        v = np.float64(x[i])
+        out[i] = 0.5 * v * (1.0 + erf32(v * 0.7071067811865475))
+
+
+@njit(cache=True, error_model='numpy')
+def gelu_f64_array(x, out):
+    """out = 0.5 x (1 + erf(x / sqrt 2)) over flat float64 arrays, in one pass:
+    the same operations, in the same order, as the NumPy form and the rule's
+    forward formula (``0.5 * a * (1.0 + erf(a * 0.7071067811865475))``)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = 0.5 * v * (1.0 + verf(v * 0.7071067811865475))
+
+
+# --- one-pass tails of NumPy forwards (tape/_elementwise.py): NumPy keeps the
+# transcendental (its SIMD exp/tanh/expm1/log1p), one compiled pass does the
+# rest, in the arrays' own dtype with the constants passed in that dtype, so
+# each element gets the same float operations as the NumPy expression it
+# replaces, without its temporaries (and without np.where, which takes ~4 ns an
+# element).  Flat C-contiguous arrays.
+
+@njit(cache=True, error_model='numpy')
+def gelu_tanh_inner(x, k, c, u):
+    """u = c * (x + k * x * x * x)  (the argument of gelu's tanh)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        u[i] = c * (v + k * v * v * v)
+
+
+@njit(cache=True, error_model='numpy')
+def gelu_tanh_outer(x, h, one, t):
+    """t = h * x * (one + t)  (t holds tanh of the argument; in place)."""
+    for i in range(x.shape[0]):
+        t[i] = h * x[i] * (one + t[i])
+
+
+@njit(cache=True, error_model='numpy')
+def silu_tail(x, e):
+    """e = x * (1 / (1 + e))  (e holds exp(-x); in place)."""
+    one = e.dtype.type(1.0)
+    for i in range(x.shape[0]):
+        e[i] = x[i] * (one / (one + e[i]))
+
+
+@njit(cache=True, error_model='numpy')
+def elu_tail(x, alpha, e):
+    """e = x where x > 0, else alpha * e  (e holds expm1(min(x, 0)); in place)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        e[i] = v if v > 0 else alpha * e[i]
+
+
+@njit(cache=True, error_model='numpy')
+def softplus_tail(x, beta, threshold, divide, s):
+    """s = x where x * beta > threshold, else s (/ beta when ``divide``); s holds
+    log1p(exp(x * beta)), in place."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v * beta > threshold:
+            s[i] = v
+        elif divide:
+            s[i] = s[i] / beta
+
+
+@njit(cache=True, error_model='numpy')
+def even_weights_rows(x, v, w):
+    """Per row i of the 2-d x: w[i, j] = 1 / (number of ties) where x[i, j] ties
+    the row's extreme v[i] (is NaN, for a NaN v), else 0.  The ratio is taken in
+    float64 and stored in w's dtype, as ``(tie / count).astype(dtype)`` does."""
+    m, n = x.shape
+    for i in range(m):
+        t = v[i]
+        nan = t != t
+        c = 0
+        for j in range(n):
+            xj = x[i, j]
+            if (xj != xj) if nan else (xj == t):
+                c += 1
+        r = 1.0 / c
+        for j in range(n):
+            xj = x[i, j]
+            w[i, j] = r if ((xj != xj) if nan else (xj == t)) else 0.0

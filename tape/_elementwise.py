@@ -30,12 +30,37 @@ def _t(x, like=None):
     return x if isinstance(x, Tensor) else _const(x, like)
 
 
+def _flat_kernel(kernel, x):
+    """``kernel(flat_x, flat_out)`` over the ndarray ``x``, the result in x's dtype
+    and, for a strided x, in NumPy's (and PyTorch's) layout for it."""
+    if x.flags.c_contiguous:
+        out = np.empty(x.shape, x.dtype)
+        kernel(x.reshape(-1), out.reshape(-1))
+        return out
+    out = np.empty_like(x)
+    out[...] = _flat_kernel(kernel, np.ascontiguousarray(x))
+    return out
+
+
 def _np_erf(x):
-    from compiler.kernels import erf_array
+    if type(x) is np.ndarray and x.dtype == np.float32:
+        # float32 in, float32 out: no float64 copy, no cast back (compiler/kernels.py)
+        from compiler.kernels import erf_f32_array
+        return _flat_kernel(erf_f32_array, x)
     arr = np.asarray(x)
+    from compiler.kernels import erf_array
     out = erf_array(np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)).reshape(arr.shape)
     out = out.astype(arr.dtype if arr.dtype.kind == 'f' else np.float64, copy=False)
     return out if isinstance(x, np.ndarray) else out[()]
+
+
+def _np_gelu(d):
+    """0.5 d (1 + erf(d / sqrt 2)) in d's dtype: one compiled pass for float32 and
+    float64 arrays (computed in float64 and rounded once for float32)."""
+    if type(d) is np.ndarray and (d.dtype == np.float32 or d.dtype == np.float64):
+        from compiler.kernels import gelu_f32_array, gelu_f64_array
+        return _flat_kernel(gelu_f32_array if d.dtype == np.float32 else gelu_f64_array, d)
+    return 0.5 * d * (1.0 + _np_erf(d * (1.0 / math.sqrt(2.0))))
 
 
 def _np_special(which, n=0.0):
@@ -120,7 +145,27 @@ def polygamma(n, a):
     out = _np_special(4, float(n))(a._data)
     return _with_const('polygamma', a, out, float(n))
 reciprocal = _unary('reciprocal', _quiet(lambda x: np.true_divide(1, x)))
-_silu = _unary('silu', lambda x: x * _np_sigmoid(x))
+
+
+def _fast(d):
+    """d is a C-contiguous float32/float64 array large enough for a compiled pass."""
+    return type(d) is np.ndarray and d.size >= 256 and d.flags.c_contiguous \
+        and (d.dtype == np.float32 or d.dtype == np.float64)
+
+
+def _np_silu(x):
+    if _fast(x):
+        # NumPy's exp, then one pass for x * (1 / (1 + e)): the same float operations
+        from compiler.kernels import silu_tail
+        e = np.negative(x)
+        with np.errstate(over='ignore'):
+            np.exp(e, out=e)
+        silu_tail(x.reshape(-1), e.reshape(-1))
+        return e
+    return x * _np_sigmoid(x)
+
+
+_silu = _unary('silu', _np_silu)
 
 
 def silu(a, inplace=False):
@@ -185,6 +230,14 @@ def leaky_relu(a, negative_slope=0.01, inplace=False):
 def elu(a, alpha=1.0, inplace=False):
     a = _floats_only(_t(a), 'elu_cpu')
     d = a._data
+    if _fast(d) and type(alpha) in (int, float):
+        # NumPy's expm1, then one pass for the select (no np.where, no temporaries)
+        from compiler.kernels import elu_tail
+        e = np.minimum(d, 0)
+        with np.errstate(all='ignore'):
+            np.expm1(e, out=e)
+        elu_tail(d.reshape(-1), d.dtype.type(alpha), e.reshape(-1))
+        return _with_const('elu', a, e, alpha)
     with np.errstate(all='ignore'):
         out = np.where(d > 0, d, alpha * np.expm1(np.minimum(d, 0)))
     return _with_const('elu', a, out, alpha)
@@ -197,10 +250,22 @@ def gelu(a, approximate='none'):
     a = _floats_only(_t(a), 'GeluKernelImpl')
     d = a._data
     if approximate == 'tanh':
-        out = 0.5 * d * (1.0 + np.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)))
+        if _fast(d):
+            # the expression below in three passes (NumPy's tanh in the middle)
+            # instead of nine, with the same float operations in d's dtype
+            from compiler.kernels import gelu_tanh_inner, gelu_tanh_outer
+            T = d.dtype.type
+            flat = d.reshape(-1)
+            out = np.empty(d.shape, d.dtype)
+            u = out.reshape(-1)
+            gelu_tanh_inner(flat, T(0.044715), T(_SQRT_2_OVER_PI), u)
+            np.tanh(u, out=u)
+            gelu_tanh_outer(flat, T(0.5), T(1.0), u)
+        else:
+            out = 0.5 * d * (1.0 + np.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)))
         name = 'gelu_tanh'
     elif approximate == 'none':
-        out = 0.5 * d * (1.0 + _np_erf(d * (1.0 / math.sqrt(2.0))))
+        out = _np_gelu(d)
         name = 'gelu'
     else:
         raise RuntimeError(f"gelu: approximate argument must be either none or tanh, "
@@ -215,6 +280,19 @@ def softplus(a, beta=1.0, threshold=20.0):
     a = _floats_only(_t(a), 'softplus_cpu')
     d = a._data
     dt = np.asarray(d).dtype
+    if _fast(d) and type(beta) in (int, float) and type(threshold) in (int, float) \
+            and abs(threshold) <= np.finfo(dt).max and beta != 0:
+        # log1p(exp(beta x)) by NumPy in one buffer, then one pass for the
+        # threshold's select and the division: the same float operations in d's
+        # dtype (the comparison too: NumPy compares with the threshold in d's dtype)
+        from compiler.kernels import softplus_tail
+        b = dt.type(beta)
+        sp = np.multiply(d, b)
+        with np.errstate(all='ignore'):
+            np.exp(sp, out=sp)
+            np.log1p(sp, out=sp)
+            softplus_tail(d.reshape(-1), b, dt.type(threshold), beta != 1, sp.reshape(-1))
+        return _with_const('softplus', a, sp, beta, threshold)
     with np.errstate(all='ignore'):
         y = d * dt.type(beta) if dt.kind == 'f' else d * beta
         if threshold == math.inf:

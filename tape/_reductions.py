@@ -108,7 +108,7 @@ def prod(a, dim=None, keepdim=False, dtype=None):
         if d.size == 0:
             return _ops.add(_ops.mul(_ops.sum_(a), 0.0), 1.0)
         c = cumprod(_ops.reshape(a, -1), 0)
-        return take_as('prod', c, out, np.array([d.size - 1]))
+        return take_as('prod', c, out, np.array([d.size - 1]), unique=True)
     dim = _one_dim(dim, np.ndim(d), 'prod')
     if np.ndim(d) == 0:
         return prod(a) if not keepdim else _ops.reshape(prod(a), ())
@@ -122,7 +122,7 @@ def prod(a, dim=None, keepdim=False, dtype=None):
         return _ops.add(_ops.mul(_ops.sum_(a, dim, keepdim), 0.0), 1.0)
     c = cumprod(a, dim)
     idx = np.take(_flat_index(d.shape), [n - 1] if keepdim else n - 1, axis=dim)
-    return take_as('prod_dim', c, out, idx)
+    return take_as('prod_dim', c, out, idx, unique=True)     # one position per row
 
 
 # ------------------------------------------------------- max, min, args
@@ -181,7 +181,10 @@ def _extreme(a, dim, keepdim, opname, argf, take_name):
         flat = np.squeeze(flat, axis=dim)
         idx = np.squeeze(idx, axis=dim)
     values = d.reshape(-1)[flat]
-    return _ValuesIndices(take_as(take_name, a, values, flat), _leaf(idx.astype(np.int64)))
+    # one position per output element: a large record's backward scatters
+    # (tape/_big.py's UniqueIndex) instead of a bincount over the whole input
+    return _ValuesIndices(take_as(take_name, a, values, flat, unique=True),
+                          _leaf(idx.astype(np.int64)))
 
 
 def _evenly(a, dims, keepdim, value):
@@ -190,12 +193,24 @@ def _evenly(a, dims, keepdim, value):
     Recorded as ``sum(a * w, dims)`` with the constant ``w = tie / count``; the
     result then gets the exact values (the products can round)."""
     d = np.asarray(a._data)
-    if d.dtype.kind == 'f':
-        tie = np.where(np.isnan(value), np.isnan(d), d == value)     # NaN is the max
+    k = d.ndim if dims is None else len(dims)
+    if d.dtype in (np.float32, np.float64) and d.flags.c_contiguous and d.size and (
+            dims is None or tuple(sorted(dims)) == tuple(range(d.ndim - k, d.ndim))):
+        # the reduced dims are the trailing ones (dim=-1, or all): rows of a 2-d
+        # view, one compiled pass each for the count and the weights
+        from compiler.kernels import even_weights_rows
+        w = np.empty(d.shape, d.dtype)
+        n = int(np.prod(d.shape[d.ndim - k:]))
+        even_weights_rows(d.reshape(-1, n), np.ascontiguousarray(value).reshape(-1),
+                          w.reshape(-1, n))
+        w = _leaf(w)
     else:
-        tie = d == value
-    count = tie.sum(axis=dims, keepdims=True)
-    w = _leaf((tie / count).astype(d.dtype))
+        if d.dtype.kind == 'f':
+            tie = np.where(np.isnan(value), np.isnan(d), d == value)     # NaN is the max
+        else:
+            tie = d == value
+        count = tie.sum(axis=dims, keepdims=True)
+        w = _leaf((tie / count).astype(d.dtype))
     with np.errstate(all='ignore'):
         r = _ops.sum_(_ops.mul(a, w), dims, keepdim)
     if not keepdim:
