@@ -10,7 +10,7 @@ import math
 
 from numba import njit
 
-from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
+from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, vexp, where_pos, xlogy_safe, zero  # noqa: F401
 
 
 @njit(cache=True, error_model='numpy')
@@ -656,10 +656,10 @@ def vjp_erf(g, a, b, out, c, d, ga, gb, set_a, set_b):
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * 1.1283791670955126 * math.exp(-a[i] * a[i])
+                ga[i] = g[i] * 1.1283791670955126 * vexp(-a[i] * a[i])
         else:
             for i in range(n):
-                ga[i] += g[i] * 1.1283791670955126 * math.exp(-a[i] * a[i])
+                ga[i] += g[i] * 1.1283791670955126 * vexp(-a[i] * a[i])
 
 
 @njit(cache=True, error_model='numpy')
@@ -669,10 +669,10 @@ def vjp_erfc(g, a, b, out, c, d, ga, gb, set_a, set_b):
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = -g[i] * 1.1283791670955126 * math.exp(-a[i] * a[i])
+                ga[i] = -g[i] * 1.1283791670955126 * vexp(-a[i] * a[i])
         else:
             for i in range(n):
-                ga[i] += -g[i] * 1.1283791670955126 * math.exp(-a[i] * a[i])
+                ga[i] += -g[i] * 1.1283791670955126 * vexp(-a[i] * a[i])
 
 
 @njit(cache=True, error_model='numpy')
@@ -682,10 +682,10 @@ def vjp_erfinv(g, a, b, out, c, d, ga, gb, set_a, set_b):
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * 0.886226925452758 * math.exp(out[i] * out[i])
+                ga[i] = g[i] * 0.886226925452758 * vexp(out[i] * out[i])
         else:
             for i in range(n):
-                ga[i] += g[i] * 0.886226925452758 * math.exp(out[i] * out[i])
+                ga[i] += g[i] * 0.886226925452758 * vexp(out[i] * out[i])
 
 
 @njit(cache=True, error_model='numpy')
@@ -760,10 +760,10 @@ def vjp_gelu(g, a, b, out, c, d, ga, gb, set_a, set_b):
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * (0.5 * (1.0 + erf(a[i] * 0.7071067811865476)) + a[i] * 0.3989422804014327 * math.exp(-0.5 * a[i] * a[i]))
+                ga[i] = g[i] * (0.5 * (1.0 + erf(a[i] * 0.7071067811865476)) + a[i] * 0.3989422804014327 * vexp(-0.5 * a[i] * a[i]))
         else:
             for i in range(n):
-                ga[i] += g[i] * (0.5 * (1.0 + erf(a[i] * 0.7071067811865476)) + a[i] * 0.3989422804014327 * math.exp(-0.5 * a[i] * a[i]))
+                ga[i] += g[i] * (0.5 * (1.0 + erf(a[i] * 0.7071067811865476)) + a[i] * 0.3989422804014327 * vexp(-0.5 * a[i] * a[i]))
 
 
 @njit(cache=True, error_model='numpy')

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, uint64
 
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
-from compiler.kernels import ceil, cosh, digamma, eq, erf, erfinv, exp2, floor, fmod, gt, maximum, minimum, polygamma, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, where_pos  # noqa: F401
+from compiler.kernels import ceil, cosh, digamma, eq, erf, erfinv, exp2, floor, fmod, gt, maximum, minimum, polygamma, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, vexp, where_pos  # noqa: F401
 
 PYTHON_OP = 112
 BIG_FLAG = 1048576     # records over large tensors are not replayed (tape/_big.py)
@@ -985,7 +985,7 @@ def _fwd_exp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     uvo = uint64(v + 0 * n)
     for i in range(uint64(n)):
         a = F[uin0 + i]
-        r = math.exp(a)
+        r = vexp(a)
         F[uout + i] = r
         V[uvo + i] = r
     return -1
@@ -1570,7 +1570,7 @@ def _fwd_softplus(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     uvo = uint64(v + 1 * n)
     for i in range(uint64(n)):
         a = V[uv0 + i]
-        r = where_pos(gt(a * c, d), a, where_pos(gt(d, 1.7976931348623157e+308), maximum(a * c, 0.0) + math.log1p(math.exp(-abs(a * c))), math.log1p(math.exp(a * c))) / c)
+        r = where_pos(gt(a * c, d), a, where_pos(gt(d, 1.7976931348623157e+308), maximum(a * c, 0.0) + math.log1p(vexp(-abs(a * c))), math.log1p(vexp(a * c))) / c)
         F[uout + i] = r
         V[uvo + i] = r
     return -1

@@ -9,7 +9,7 @@ import math
 import numpy as np
 from numba import njit, uint64
 
-from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, where_pos, xlogy_safe, zero  # noqa: F401
+from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, vexp, where_pos, xlogy_safe, zero  # noqa: F401
 
 PYTHON_OP = 112
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
@@ -954,7 +954,7 @@ def _op_erf(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * 1.1283791670955126 * math.exp(-V[uv0 + i] * V[uv0 + i])
+            G[ug + i] += G[ugo + i] * 1.1283791670955126 * vexp(-V[uv0 + i] * V[uv0 + i])
     return -1
 
 
@@ -966,7 +966,7 @@ def _op_erfc(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += -G[ugo + i] * 1.1283791670955126 * math.exp(-V[uv0 + i] * V[uv0 + i])
+            G[ug + i] += -G[ugo + i] * 1.1283791670955126 * vexp(-V[uv0 + i] * V[uv0 + i])
     return -1
 
 
@@ -978,7 +978,7 @@ def _op_erfinv(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * 0.886226925452758 * math.exp(V[uv0 + i] * V[uv0 + i])
+            G[ug + i] += G[ugo + i] * 0.886226925452758 * vexp(V[uv0 + i] * V[uv0 + i])
     return -1
 
 
@@ -1051,7 +1051,7 @@ def _op_gelu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * (0.5 * (1.0 + erf(V[uv0 + i] * 0.7071067811865476)) + V[uv0 + i] * 0.3989422804014327 * math.exp(-0.5 * V[uv0 + i] * V[uv0 + i]))
+            G[ug + i] += G[ugo + i] * (0.5 * (1.0 + erf(V[uv0 + i] * 0.7071067811865476)) + V[uv0 + i] * 0.3989422804014327 * vexp(-0.5 * V[uv0 + i] * V[uv0 + i]))
     return -1
 
 

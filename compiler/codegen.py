@@ -19,7 +19,7 @@ TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_sweep_genera
 
 # formula function -> Numba source
 _FUNCS = {
-    'exp': 'math.exp', 'log': 'math.log', 'sqrt': 'math.sqrt', 'sin': 'math.sin',
+    'exp': 'vexp', 'log': 'math.log', 'sqrt': 'math.sqrt', 'sin': 'math.sin',
     'cos': 'math.cos', 'tanh': 'math.tanh', 'abs': 'abs', 'sigmoid': 'sigmoid',
     'step': 'step', 'sign': 'sign', 'ge_half': 'ge_half', 'pow_grad': 'pow_grad',
     'xlogy_safe': 'xlogy_safe',
