@@ -38,7 +38,8 @@ import numpy as np
 from .._tensor import Tensor, _leaf
 from ..autograd.function import Function, apply_own, apply_own_inputs
 
-__all__ = ['conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'max_pool1d',
+__all__ = ['conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d',
+           'conv_transpose3d', 'max_pool1d',
            'max_pool2d', 'max_pool3d', 'avg_pool1d', 'avg_pool2d', 'avg_pool3d',
            'adaptive_avg_pool1d', 'adaptive_avg_pool2d', 'adaptive_avg_pool3d']
 
@@ -683,6 +684,10 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
         geom = _Geom((1, s[0]), ((0, 0), pads[0]), (1, d[0]), groups)
         y = _ConvInputGrad.apply(x.unsqueeze(2), weight.unsqueeze(2), geom,
                                  (1, sizes[0])).squeeze(2)
+    elif spatial == 3:
+        geom = _Geom(s[1:], tuple(pads[1:]), d[1:], groups)
+        y = _conv_transpose3d(x, weight, geom, tuple(sizes[1:]), s[0], p[0], d[0], out[0])
+        extra[0] = 0
     else:
         geom = _Geom(s, tuple(pads), d, groups)
         y = _ConvInputGrad.apply(x, weight, geom, tuple(sizes))
@@ -723,6 +728,54 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """
     return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
                              dilation, 1)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
+                     groups=1, dilation=1):
+    """The transposed 3-d convolution of (N, C_in, D, H, W) (or unbatched) input with
+    weight (in_channels, out_channels/groups, kD, kH, kW): the gradient of ``conv3d``
+    with respect to its input.
+
+    >>> import tape, tape.nn.functional as F
+    >>> F.conv_transpose3d(tape.ones(1, 1, 2, 2, 2), tape.ones(1, 1, 2, 2, 2), stride=2).shape
+    tape.Size([1, 1, 4, 4, 4])
+    """
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 3)
+
+
+def _conv_transpose3d(x, weight, geom, hw_sizes, s, p, d, out):
+    """conv_transpose3d as one 2-d ``_ConvInputGrad`` (the transpose of ``_conv3d``):
+    the input depth is folded into the batch and the kernel depth into the output
+    channels (channel (g*og + o)*kD + i of ``weight.reshape(Cin, og*kD, kH, kW)``), then
+    each kernel depth i's slab is spread with stride ``s`` and shifted by ``i*d - p`` into
+    the ``out`` output depths and the slabs summed.  Built of tape ops around
+    ``_ConvInputGrad``: every derivative is the 2-d convolution's."""
+    from . import functional as F
+    n, cin, depth, h, w = x.shape
+    _, og, kd, kh, kw = weight.shape
+    groups = geom.groups
+    xs = x.permute(0, 2, 1, 3, 4).reshape(n * depth, cin, h, w)
+    z = _ConvInputGrad.apply(xs, weight.reshape(cin, og * kd, kh, kw), geom, hw_sizes)
+    oh, ow = z.shape[2:]
+    cout = og * groups
+    # (N*D, G*og*kD, OH, OW) -> (N, Cout, kD, D, OH, OW)
+    z = z.reshape(n, depth, cout, kd, oh, ow).permute(0, 2, 3, 1, 4, 5)
+    if s > 1:                   # zeros between the input depths
+        z = F.pad(z.unsqueeze(4), (0, 0, 0, 0, 0, s - 1))
+        z = z.reshape(n, cout, kd, depth * s, oh, ow)[:, :, :, :(depth - 1) * s + 1]
+    span = (depth - 1) * s + 1
+    y = None
+    for i in range(kd):
+        lo = i * d - p                  # output depth of the slab's first row
+        a, b = max(0, -lo), min(span, out - lo)     # the rows that land in the output
+        if a >= b:
+            continue
+        part = F.pad(z[:, :, i, a:b], (0, 0, 0, 0, lo + a, out - lo - b))
+        y = part if y is None else y + part
+    if y is None:               # (no kernel depth reaches the output)
+        y = F.pad(z[:, :, 0, :0], (0, 0, 0, 0, 0, out))
+    return y
 
 
 # -- pooling -------------------------------------------------------------------------------

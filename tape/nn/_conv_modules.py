@@ -20,7 +20,8 @@ from . import functional as F
 from . import init
 from .modules import Module, _affine_params, _dtype, _empty, _reset_affine
 
-__all__ = ['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d', 'MaxPool1d',
+__all__ = ['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d',
+           'ConvTranspose3d', 'MaxPool1d',
            'MaxPool2d', 'MaxPool3d', 'AvgPool1d', 'AvgPool2d', 'AvgPool3d', 'AdaptiveAvgPool1d',
            'AdaptiveAvgPool2d', 'AdaptiveAvgPool3d', 'BatchNorm1d', 'BatchNorm2d', 'BatchNorm3d']
 
@@ -180,7 +181,7 @@ class _ConvTransposeNd(_ConvNd):
         return tuple(int(output_size[i]) - lo[i] for i in range(n))
 
     def forward(self, input, output_size=None):  # noqa: A002
-        fn = (_F.conv_transpose1d, _F.conv_transpose2d)[self._dims - 1]
+        fn = (_F.conv_transpose1d, _F.conv_transpose2d, _F.conv_transpose3d)[self._dims - 1]
         return fn(input, self.weight, self.bias, self.stride, self.padding,
                   self._output_padding(input, output_size), self.groups, self.dilation)
 
@@ -196,6 +197,13 @@ class ConvTranspose2d(_ConvTransposeNd):
     kW), bias (C_out,); ``forward(input, output_size=None)`` picks the output padding
     that gives ``output_size``."""
     _dims = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-d convolution over (N, C_in, D, H, W): weight (C_in, C_out/groups, kD,
+    kH, kW), bias (C_out,); ``forward(input, output_size=None)`` picks the output padding
+    that gives ``output_size``."""
+    _dims = 3
 
 
 class _MaxPoolNd(Module):

@@ -1730,3 +1730,6 @@ __all__ += ['interpolate', 'upsample', 'upsample_nearest', 'upsample_bilinear',
             'max_pool2d_with_indices', 'max_pool3d_with_indices', 'max_unpool1d',
             'max_unpool2d', 'max_unpool3d', 'lp_pool1d', 'lp_pool2d', 'lp_pool3d',
             'local_response_norm', 'embedding_bag', 'rrelu', 'rrelu_']
+from ._conv import conv_transpose3d  # noqa: E402
+from ._grid import affine_grid, grid_sample  # noqa: E402
+__all__ += ['conv_transpose3d', 'affine_grid', 'grid_sample']
