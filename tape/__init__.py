@@ -1307,3 +1307,4 @@ ByteTensor = _legacy('ByteTensor', np.uint8)
 BoolTensor = _legacy('BoolTensor', np.bool_)
 
 from ._functions_more import _install as _install_more; _install_more(globals()); del _install_more  # noqa: E402,E702  (tape/_functions_more.py)
+from ._api_more import _install as _install_api; _install_api(globals()); del _install_api  # noqa: E402,E702  (tape/_api_more.py)
