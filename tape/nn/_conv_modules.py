@@ -330,7 +330,12 @@ class AdaptiveAvgPool3d(Module):
         return f'output_size={self.output_size}'
 
 
-class _BatchNorm(Module):
+class _NormBase(Module):
+    """PyTorch's ``_NormBase``: the per-channel affine parameters and running
+    statistics that batch and instance normalization share (the buffers exist
+    only with ``track_running_stats``)."""
+    _version = 2
+
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, device=None, dtype=None, *, bias=True):
         super().__init__()
@@ -350,8 +355,6 @@ class _BatchNorm(Module):
             self.register_buffer('running_var', None)
             self.register_buffer('num_batches_tracked', None)
         self.reset_parameters()
-
-    _version = 2
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs, assign=False):
@@ -377,6 +380,13 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         _reset_affine(self)
 
+    def extra_repr(self):
+        return (f'{self.num_features}, eps={self.eps}, momentum={self.momentum}, '
+                f'affine={self.affine}, bias={self.bias is not None}, '
+                f'track_running_stats={self.track_running_stats}')
+
+
+class _BatchNorm(_NormBase):
     def forward(self, input):  # noqa: A002
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -392,11 +402,6 @@ class _BatchNorm(Module):
         return F.batch_norm(input, self.running_mean if keep else None,
                             self.running_var if keep else None, self.weight, self.bias,
                             use_batch, factor, self.eps)
-
-    def extra_repr(self):
-        return (f'{self.num_features}, eps={self.eps}, momentum={self.momentum}, '
-                f'affine={self.affine}, bias={self.bias is not None}, '
-                f'track_running_stats={self.track_running_stats}')
 
 
 class BatchNorm1d(_BatchNorm):

@@ -34,9 +34,9 @@ from .._tape import note_value_use
 from .._tensor import Tensor, _leaf
 from . import functional as F
 from . import init
+from ._conv_modules import _NormBase
 from ._more_modules import PairwiseDistance
-from .modules import (Linear, Module, Parameter, _affine_params, _dtype, _empty, _Loss,
-                      _reset_affine, _WeightedLoss)
+from .modules import Linear, Module, Parameter, _dtype, _empty, _Loss, _WeightedLoss
 
 __all__ = ['SELU', 'CELU', 'GLU', 'LogSigmoid', 'Softmin', 'Softshrink', 'Hardshrink',
            'Tanhshrink', 'Threshold', 'Softmax2d',
@@ -345,44 +345,16 @@ class GaussianNLLLoss(_Loss):
 
 
 # -- normalization ---------------------------------------------------------------------
-class _InstanceNorm(Module):
-    """PyTorch's ``_NormBase`` as ``_InstanceNorm`` uses it: no affine and no running
-    statistics by default; ``running_mean``/``running_var``/``num_batches_tracked``
-    exist (as buffers) only with ``track_running_stats``, which the eval mode then
-    normalizes with.  Input without a batch dimension is taken as a batch of one."""
-    _version = 2
+class _InstanceNorm(_NormBase):
+    """PyTorch's ``_InstanceNorm``: no affine and no running statistics by default;
+    with ``track_running_stats`` the eval mode normalizes with them.  Input
+    without a batch dimension is taken as a batch of one."""
     _no_batch_dim = None
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
                  track_running_stats=False, device=None, dtype=None, *, bias=True):
-        super().__init__()
-        self.num_features = num_features
-        self.eps = eps
-        self.momentum = momentum
-        self.affine = affine
-        self.track_running_stats = track_running_stats
-        _affine_params(self, (num_features,), affine, bias, dtype)
-        if track_running_stats:
-            dt = _dtype(dtype)
-            self.register_buffer('running_mean', _leaf(np.zeros(num_features, dt)))
-            self.register_buffer('running_var', _leaf(np.ones(num_features, dt)))
-            self.register_buffer('num_batches_tracked', _leaf(np.array(0, np.int64)))
-        else:
-            self.register_buffer('running_mean', None)
-            self.register_buffer('running_var', None)
-            self.register_buffer('num_batches_tracked', None)
-        self.reset_parameters()
-
-    def reset_running_stats(self):
-        if self.track_running_stats:
-            with no_grad():
-                self.running_mean.zero_()
-                self.running_var.fill_(1)
-                self.num_batches_tracked.zero_()
-
-    def reset_parameters(self):
-        self.reset_running_stats()
-        _reset_affine(self)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs, assign=False):
@@ -403,11 +375,6 @@ class _InstanceNorm(Module):
                     f'in {klass} to enable them. See the documentation of {klass} for details.')
                 for k in keys:
                     state_dict.pop(k)
-        if (version is None or version < 2) and self.track_running_stats:
-            key = prefix + 'num_batches_tracked'
-            if key not in state_dict:
-                state_dict[key] = self.num_batches_tracked \
-                    if self.num_batches_tracked is not None else _leaf(np.array(0, np.int64))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs, assign)
 
@@ -435,11 +402,6 @@ class _InstanceNorm(Module):
         if input.dim() == self._no_batch_dim:
             return self._apply_instance_norm(input.unsqueeze(0)).squeeze(0)
         return self._apply_instance_norm(input)
-
-    def extra_repr(self):
-        return (f'{self.num_features}, eps={self.eps}, momentum={self.momentum}, '
-                f'affine={self.affine}, bias={self.bias is not None}, '
-                f'track_running_stats={self.track_running_stats}')
 
 
 class InstanceNorm1d(_InstanceNorm):

@@ -2,8 +2,7 @@
 import numpy as np
 
 from .._grad_mode import no_grad
-from .._tensor import Tensor
-from .optimizer import (Optimizer, _commit, _lerp_, _next_step, _scalar, _step_state,
+from .optimizer import (Optimizer, _check_adam_args, _commit, _lerp_, _next_step, _scalar, _step_state,
                         _writable, _zeros_state)
 
 __all__ = ['Adamax']
@@ -24,18 +23,7 @@ class Adamax(Optimizer):
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError('Tensor lr must be 1-element')
-        if not 0.0 <= lr:
-            raise ValueError(f'Invalid learning rate: {lr}')
-        if not 0.0 <= eps:
-            raise ValueError(f'Invalid epsilon value: {eps}')
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f'Invalid beta parameter at index 0: {betas[0]}')
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f'Invalid beta parameter at index 1: {betas[1]}')
-        if not 0.0 <= weight_decay:
-            raise ValueError(f'Invalid weight_decay value: {weight_decay}')
+        _check_adam_args(lr, eps, betas, weight_decay)
         if differentiable:
             raise NotImplementedError('tape.optim: differentiable=True (a step recorded on the '
                                       'graph) is not supported')

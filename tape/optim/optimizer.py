@@ -259,6 +259,22 @@ class Optimizer:
         return out
 
 
+def _check_adam_args(lr, eps, betas, weight_decay):
+    """The argument checks the Adam family's constructors share, with PyTorch's messages."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError('Tensor lr must be 1-element')
+    if not 0.0 <= lr:
+        raise ValueError(f'Invalid learning rate: {lr}')
+    if not 0.0 <= eps:
+        raise ValueError(f'Invalid epsilon value: {eps}')
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f'Invalid beta parameter at index 0: {betas[0]}')
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f'Invalid beta parameter at index 1: {betas[1]}')
+    if not 0.0 <= weight_decay:
+        raise ValueError(f'Invalid weight_decay value: {weight_decay}')
+
+
 def _zeros_state(d):
     """A new state tensor of zeros shaped and typed as the parameter array ``d``."""
     return _leaf(np.zeros(np.shape(d), np.asarray(d).dtype))
