@@ -1,6 +1,8 @@
 """Numba kernels for the modified Bessel functions of the first kind behind
 ``tape.i0``, ``tape.special.i0e``, ``tape.special.i1`` and ``tape.special.i1e``
-(``tape/_functions_more.py``), so that nothing needs SciPy.
+(``tape/_functions_more.py``) and for the regularized incomplete gamma
+functions behind ``tape.igamma``/``tape.igammac`` (``tape/_api_more.py``), so
+that nothing needs SciPy.
 
 They follow PyTorch's CPU kernels (``calc_i0``, ``calc_i0e``, ``calc_i1`` and
 ``calc_i1e`` in ATen's ``native/Math.h``), which are Cephes' ``i0.c``/``i1.c``:
@@ -214,3 +216,117 @@ def bessel(name, a):
     kernel(flat, out, t[k], t[k + 1], t[4])
     with np.errstate(over='ignore'):   # float16: large values round to inf, as torch
         return out.reshape(a.shape).astype(a.dtype, copy=False)
+
+
+# -- the regularized incomplete gamma functions (tape.igamma, tape.igammac) -----------
+# Cephes' igam.c/igamc.c: the power series of P(a, x) where it converges fast
+# (x <= 1 or x <= a) and the continued fraction of Q(a, x) elsewhere, the other
+# one as the complement; the prefactor x^a e^-x / Gamma(a) in logs.  Edge
+# values as torch's: nan for a negative argument (or a = x = 0), P(0, x > 0) = 1,
+# P(a, 0) = 0, P(a, inf) = 1, P(inf, x < inf) = 0.
+_MACHEP = 1.11022302462515654042e-16
+_MAXLOG = 7.09782712893383996843e2
+_BIGNUM = 4.503599627370496e15
+_BIGINV = 2.22044604925031308085e-16
+
+
+@njit(cache=True, error_model='numpy')
+def _igam_series(a, x):
+    ax = a * math.log(x) - x - math.lgamma(a)
+    if ax < -_MAXLOG:
+        return 0.0
+    ax = math.exp(ax)
+    r = a
+    c = 1.0
+    ans = 1.0
+    for _ in range(100000):
+        r += 1.0
+        c *= x / r
+        ans += c
+        if c / ans <= _MACHEP:
+            break
+    return ans * ax / a
+
+
+@njit(cache=True, error_model='numpy')
+def _igamc_fraction(a, x):
+    ax = a * math.log(x) - x - math.lgamma(a)
+    if ax < -_MAXLOG:
+        return 0.0
+    ax = math.exp(ax)
+    y = 1.0 - a
+    z = x + y + 1.0
+    c = 0.0
+    pkm2 = 1.0
+    qkm2 = x
+    pkm1 = x + 1.0
+    qkm1 = z * x
+    ans = pkm1 / qkm1
+    for _ in range(100000):
+        c += 1.0
+        y += 1.0
+        z += 2.0
+        yc = y * c
+        pk = pkm1 * z - pkm2 * yc
+        qk = qkm1 * z - qkm2 * yc
+        if qk != 0.0:
+            r = pk / qk
+            t = abs((ans - r) / r)
+            ans = r
+        else:
+            t = 1.0
+        pkm2 = pkm1
+        pkm1 = pk
+        qkm2 = qkm1
+        qkm1 = qk
+        if abs(pk) > _BIGNUM:
+            pkm2 *= _BIGINV
+            pkm1 *= _BIGINV
+            qkm2 *= _BIGINV
+            qkm1 *= _BIGINV
+        if t <= _MACHEP:
+            break
+    return ans * ax
+
+
+@njit(cache=True, error_model='numpy')
+def _igam(a, x, upper):
+    """P(a, x) (``upper`` False) or Q(a, x) = 1 - P(a, x)."""
+    if a != a or x != x or a < 0.0 or x < 0.0 or (a == 0.0 and x == 0.0):
+        return np.nan
+    if a == 0.0:
+        return 0.0 if upper else 1.0
+    if x == 0.0:
+        return 1.0 if upper else 0.0
+    if math.isinf(a):
+        if math.isinf(x):
+            return np.nan
+        return 1.0 if upper else 0.0
+    if math.isinf(x):
+        return 0.0 if upper else 1.0
+    if x > 1.0 and x > a:
+        q = _igamc_fraction(a, x)
+        return q if upper else 1.0 - q
+    p = _igam_series(a, x)
+    return 1.0 - p if upper else p
+
+
+@njit(cache=True, error_model='numpy')
+def igamma_kernel(a, x, out, upper):
+    """out[i] = P(a[i], x[i]) (or Q with ``upper``), computed in float64."""
+    for i in range(out.shape[0]):
+        out[i] = _igam(np.float64(a[i]), np.float64(x[i]), upper)
+
+
+def igamma(a, x, upper):
+    """The regularized lower (``upper`` False) or upper incomplete gamma function of
+    arrays ``a`` and ``x`` (broadcast), in their result dtype."""
+    a, x = np.broadcast_arrays(np.asarray(a), np.asarray(x))
+    dtype = np.result_type(a, x)
+    if dtype.kind != 'f':
+        dtype = np.dtype(np.float32)
+    a64 = np.ascontiguousarray(a, np.float64).reshape(-1)
+    x64 = np.ascontiguousarray(x, np.float64).reshape(-1)
+    out = np.empty(a64.shape[0], np.float64)
+    igamma_kernel(a64, x64, out, upper)
+    return out.reshape(a.shape).astype(dtype, copy=False)

@@ -929,7 +929,7 @@ def _igamma_fn():
     if _IGAMMA:
         return _IGAMMA
     from .autograd import Function
-    from scipy import special as sp
+    from compiler.special_kernels import igamma as _igamma_values
 
     def grad_x(a, x):
         # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)
@@ -940,9 +940,8 @@ def _igamma_fn():
             @staticmethod
             def forward(ctx, a, x):
                 ctx.save_for_backward(a, x)
-                fn = sp.gammaincc if upper else sp.gammainc
                 ad, xd = np.asarray(a._data), np.asarray(x._data)
-                return _leaf(np.asarray(fn(ad, xd), ad.dtype))
+                return _leaf(np.asarray(_igamma_values(ad, xd, upper), ad.dtype))
 
             @staticmethod
             def backward(ctx, g):
