@@ -86,3 +86,19 @@ def vector_to_parameters(vec, parameters):
         n = p.numel()
         p.data = vec[i:i + n].view_as(p).data
         i += n
+from . import parametrize  # noqa: E402,F401  (torch.nn.utils.parametrize)
+from . import parametrizations  # noqa: E402,F401
+from . import clip_grad, convert_parameters, fusion, init, memory_format, stateless  # noqa: E402,F401,E501
+from .clip_grad import clip_grad_norm  # noqa: E402,F401
+from .fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval,  # noqa: E402,F401
+                     fuse_linear_bn_weights)
+from .init import skip_init  # noqa: E402,F401
+from .memory_format import (convert_conv2d_weight_memory_format,  # noqa: E402,F401
+                            convert_conv3d_weight_memory_format)
+from .spectral_norm import remove_spectral_norm, spectral_norm  # noqa: E402,F401
+from .weight_norm import remove_weight_norm, weight_norm  # noqa: E402,F401
+__all__ += ['clip_grad_norm', 'convert_conv2d_weight_memory_format',  # noqa: E402
+            'convert_conv3d_weight_memory_format', 'fuse_conv_bn_eval', 'fuse_conv_bn_weights',
+            'fuse_linear_bn_eval', 'fuse_linear_bn_weights', 'parametrizations', 'parametrize',
+            'remove_spectral_norm', 'remove_weight_norm', 'rnn', 'skip_init', 'spectral_norm',
+            'stateless', 'weight_norm']
