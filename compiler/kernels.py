@@ -194,24 +194,28 @@ def erf(x):
 
 @njit(cache=True, error_model='numpy')
 def digamma(x):
-    # PyTorch's conventions: -inf at +0 (inf at -0), NaN at the negative integers
+    # PyTorch's conventions: -inf at +0 (inf at -0), NaN at the negative integers.
+    # No recursion: a recursive function that Numba compiles for float32 and
+    # float64 crashed the process when loaded back from its cache=True cache.
+    x = np.float64(x)
     if x == 0.0:
         return math.copysign(math.inf, -x)
     if x != x:
         return x
+    shift = 0.0
     if x < 0.0:
         if x == np.floor(x):
             return math.nan
         # reflection: psi(x) = psi(1 - x) - pi / tan(pi x)
-        r = math.pi / math.tan(math.pi * (x - np.floor(x)))
-        return digamma(1.0 - x) - r
+        shift = math.pi / math.tan(math.pi * (x - np.floor(x)))
+        x = 1.0 - x
     s = 0.0
     while x < 10.0:
         s -= 1.0 / x
         x += 1.0
     z = 1.0 / (x * x)
     return s + math.log(x) - 0.5 / x - z * (1.0 / 12 - z * (1.0 / 120 - z * (
-        1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132)))))
+        1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132))))) - shift
 
 
 @njit(cache=True, error_model='numpy')

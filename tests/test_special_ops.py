@@ -226,3 +226,24 @@ def test_bincount():
     assert str(p.dtype).split('.')[-1] == str(q.dtype).split('.')[-1]
     with pytest.raises(RuntimeError):
         tape.bincount(tape.tensor([-1, 2]))
+
+
+def test_digamma_kernel_survives_its_numba_cache(tmp_path):
+    # digamma used to call itself (the reflection for x < 0): compiled for float32
+    # and float64 and loaded back from Numba's cache=True cache, it crashed the
+    # process.  Two fresh processes share one cache directory here.
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ('import numpy as np, tape\n'
+            'from compiler.kernels import digamma\n'
+            'x = tape.tensor([0.3, -0.3, 2.5], requires_grad=True)\n'
+            'tape.lgamma(x).sum().backward()\n'
+            'print(digamma(np.float32(0.3)), digamma(-0.3), x.grad.tolist())\n')
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=root)
+    outs = [subprocess.run([sys.executable, '-c', code], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for r in outs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert outs[0].stdout == outs[1].stdout
