@@ -115,42 +115,42 @@ def vjp_pow(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_maximum(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """MaximumBackward0: ga += grad * (1.0 - ge_half(b, a)); gb += grad * (1.0 - ge_half(a, b))"""
+    """MaximumBackward0: ga += where_pos(1.0 - ge_half(b, a), grad * (1.0 - ge_half(b, a)), 0.0); gb += where_pos(1.0 - ge_half(a, b), grad * (1.0 - ge_half(a, b)), 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * (1.0 - ge_half(b[i], a[i]))
+                ga[i] = where_pos(1.0 - ge_half(b[i], a[i]), g[i] * (1.0 - ge_half(b[i], a[i])), 0.0)
         else:
             for i in range(n):
-                ga[i] += g[i] * (1.0 - ge_half(b[i], a[i]))
+                ga[i] += where_pos(1.0 - ge_half(b[i], a[i]), g[i] * (1.0 - ge_half(b[i], a[i])), 0.0)
     if gb.shape[0]:
         if set_b:
             for i in range(n):
-                gb[i] = g[i] * (1.0 - ge_half(a[i], b[i]))
+                gb[i] = where_pos(1.0 - ge_half(a[i], b[i]), g[i] * (1.0 - ge_half(a[i], b[i])), 0.0)
         else:
             for i in range(n):
-                gb[i] += g[i] * (1.0 - ge_half(a[i], b[i]))
+                gb[i] += where_pos(1.0 - ge_half(a[i], b[i]), g[i] * (1.0 - ge_half(a[i], b[i])), 0.0)
 
 
 @njit(cache=True, error_model='numpy')
 def vjp_minimum(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """MinimumBackward0: ga += grad * (1.0 - ge_half(a, b)); gb += grad * (1.0 - ge_half(b, a))"""
+    """MinimumBackward0: ga += where_pos(1.0 - ge_half(a, b), grad * (1.0 - ge_half(a, b)), 0.0); gb += where_pos(1.0 - ge_half(b, a), grad * (1.0 - ge_half(b, a)), 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * (1.0 - ge_half(a[i], b[i]))
+                ga[i] = where_pos(1.0 - ge_half(a[i], b[i]), g[i] * (1.0 - ge_half(a[i], b[i])), 0.0)
         else:
             for i in range(n):
-                ga[i] += g[i] * (1.0 - ge_half(a[i], b[i]))
+                ga[i] += where_pos(1.0 - ge_half(a[i], b[i]), g[i] * (1.0 - ge_half(a[i], b[i])), 0.0)
     if gb.shape[0]:
         if set_b:
             for i in range(n):
-                gb[i] = g[i] * (1.0 - ge_half(b[i], a[i]))
+                gb[i] = where_pos(1.0 - ge_half(b[i], a[i]), g[i] * (1.0 - ge_half(b[i], a[i])), 0.0)
         else:
             for i in range(n):
-                gb[i] += g[i] * (1.0 - ge_half(b[i], a[i]))
+                gb[i] += where_pos(1.0 - ge_half(b[i], a[i]), g[i] * (1.0 - ge_half(b[i], a[i])), 0.0)
 
 
 @njit(cache=True, error_model='numpy')
@@ -469,15 +469,15 @@ def vjp_sigmoid(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_relu(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """ReluBackward0: ga += grad * (1.0 - ge(0.0, out))"""
+    """ReluBackward0: ga += where_pos(1.0 - ge(0.0, out), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * (1.0 - ge(0.0, out[i]))
+                ga[i] = where_pos(1.0 - ge(0.0, out[i]), g[i], 0.0)
         else:
             for i in range(n):
-                ga[i] += g[i] * (1.0 - ge(0.0, out[i]))
+                ga[i] += where_pos(1.0 - ge(0.0, out[i]), g[i], 0.0)
 
 
 @njit(cache=True, error_model='numpy')
@@ -898,28 +898,28 @@ def vjp_trunc(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_clamp(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """ClampBackward1: ga += grad * ge(d, c) * eq(out, a)"""
+    """ClampBackward1: ga += where_pos(ge(d, c) * eq(out, a), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * ge(d, c) * eq(out[i], a[i])
+                ga[i] = where_pos(ge(d, c) * eq(out[i], a[i]), g[i], 0.0)
         else:
             for i in range(n):
-                ga[i] += g[i] * ge(d, c) * eq(out[i], a[i])
+                ga[i] += where_pos(ge(d, c) * eq(out[i], a[i]), g[i], 0.0)
 
 
 @njit(cache=True, error_model='numpy')
 def vjp_hardtanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """HardtanhBackward0: ga += grad * eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d))"""
+    """HardtanhBackward0: ga += where_pos(eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d)), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d))
+                ga[i] = where_pos(eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d)), g[i], 0.0)
         else:
             for i in range(n):
-                ga[i] += g[i] * eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d))
+                ga[i] += where_pos(eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d)), g[i], 0.0)
 
 
 @njit(cache=True, error_model='numpy')

@@ -466,11 +466,11 @@ def _op_maximum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv1 + i], V[uv0 + i]))
+            G[ug + i] += where_pos(1.0 - ge_half(V[uv1 + i], V[uv0 + i]), G[ugo + i] * (1.0 - ge_half(V[uv1 + i], V[uv0 + i])), 0.0)
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv0 + i], V[uv1 + i]))
+            G[ug + i] += where_pos(1.0 - ge_half(V[uv0 + i], V[uv1 + i]), G[ugo + i] * (1.0 - ge_half(V[uv0 + i], V[uv1 + i])), 0.0)
     return -1
 
 
@@ -483,11 +483,11 @@ def _op_minimum(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv0 + i], V[uv1 + i]))
+            G[ug + i] += where_pos(1.0 - ge_half(V[uv0 + i], V[uv1 + i]), G[ugo + i] * (1.0 - ge_half(V[uv0 + i], V[uv1 + i])), 0.0)
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * (1.0 - ge_half(V[uv1 + i], V[uv0 + i]))
+            G[ug + i] += where_pos(1.0 - ge_half(V[uv1 + i], V[uv0 + i]), G[ugo + i] * (1.0 - ge_half(V[uv1 + i], V[uv0 + i])), 0.0)
     return -1
 
 
@@ -786,7 +786,7 @@ def _op_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * (1.0 - ge(0.0, V[uv0 + i]))
+            G[ug + i] += where_pos(1.0 - ge(0.0, V[uv0 + i]), G[ugo + i], 0.0)
     return -1
 
 
@@ -1187,7 +1187,7 @@ def _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * ge(d, c) * eq(V[uv1 + i], V[uv0 + i])
+            G[ug + i] += where_pos(ge(d, c) * eq(V[uv1 + i], V[uv0 + i]), G[ugo + i], 0.0)
     return -1
 
 
@@ -1202,7 +1202,7 @@ def _op_hardtanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * eq(V[uv1 + i], V[uv0 + i]) * (1.0 - eq(V[uv0 + i], c)) * (1.0 - eq(V[uv0 + i], d))
+            G[ug + i] += where_pos(eq(V[uv1 + i], V[uv0 + i]) * (1.0 - eq(V[uv0 + i], c)) * (1.0 - eq(V[uv0 + i], d)), G[ugo + i], 0.0)
     return -1
 
 

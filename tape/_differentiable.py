@@ -105,7 +105,12 @@ def _where_pos(cond, x, y):
     dt = np.result_type(cond._data, np.float32)       # constants keep the values' precision
     x = x if isinstance(x, Tensor) else _leaf(np.asarray(x, dt))
     y = y if isinstance(y, Tensor) else _leaf(np.asarray(y, dt))
-    return _ew.where(_data(cond) > 0, x, y)
+    out = _ew.where(_data(cond) > 0, x, y)
+    if not out._rg and cond._rg:
+        # a gradient selected by a mask (relu's, clamp's) stays a function of the
+        # mask's input with zero derivative, as PyTorch's does (see _mask_of)
+        out = _ew.where(np.ones(np.shape(out._data), bool), out, cond)
+    return out
 
 
 def _scalar_ok(tensor_fn, math_fn):

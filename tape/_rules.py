@@ -168,12 +168,17 @@ RULES = [
                                     'grad * xlogy_safe(out, a)'),
       fwd='pow(a, b)'),
     # ties split the gradient in half and a NaN on either side passes it to both,
-    # as PyTorch does: each side gets it unless it is the strictly losing one
-    E('maximum', 'MaximumBackward0', 'ab', ('grad * (1.0 - ge_half(b, a))',
-                                            'grad * (1.0 - ge_half(a, b))'),
+    # as PyTorch does: each side gets it unless it is the strictly losing one.
+    # Masked-off gradients are selected away (where_pos), not multiplied by 0, so
+    # an incoming NaN or inf gradient leaves 0 there, as PyTorch's masked_fill does
+    # (the same for relu, clamp and hardtanh below)
+    E('maximum', 'MaximumBackward0', 'ab',
+      ('where_pos(1.0 - ge_half(b, a), grad * (1.0 - ge_half(b, a)), 0.0)',
+       'where_pos(1.0 - ge_half(a, b), grad * (1.0 - ge_half(a, b)), 0.0)'),
       fwd='maximum(a, b)'),
-    E('minimum', 'MinimumBackward0', 'ab', ('grad * (1.0 - ge_half(a, b))',
-                                            'grad * (1.0 - ge_half(b, a))'),
+    E('minimum', 'MinimumBackward0', 'ab',
+      ('where_pos(1.0 - ge_half(a, b), grad * (1.0 - ge_half(a, b)), 0.0)',
+       'where_pos(1.0 - ge_half(b, a), grad * (1.0 - ge_half(b, a)), 0.0)'),
       fwd='minimum(a, b)'),
     # 0 where a * a + b * b is 0 (the origin, or underflow), as PyTorch masks it
     E('atan2', 'Atan2Backward0', 'ab', ('grad * b * inv0(a * a + b * b)',
@@ -215,7 +220,8 @@ RULES = [
     E('tanh', 'TanhBackward0', 'a', ('grad * (1.0 - out * out)',), fwd='tanh(a)'),
     E('sigmoid', 'SigmoidBackward0', 'a', ('grad * out * (1.0 - out)',), fwd='sigmoid(a)'),
     # 0 where out <= 0; NaN passes the gradient, as PyTorch's threshold_backward does
-    E('relu', 'ReluBackward0', 'a', ('grad * (1.0 - ge(0.0, out))',), fwd='maximum(a, 0.0)'),
+    E('relu', 'ReluBackward0', 'a', ('where_pos(1.0 - ge(0.0, out), grad, 0.0)',),
+      fwd='maximum(a, 0.0)'),
     # sign(NaN) is 0 in PyTorch (eq(a, a) is 0 only there), so NaN passes no gradient
     E('abs', 'AbsBackward0', 'a', ('grad * where_pos(eq(a, a), sign(a), 0.0)',), fwd='abs(a)'),
     E('rsqrt', 'RsqrtBackward0', 'a', ('-0.5 * grad * out * out * out',), fwd='1.0 / sqrt(a)'),
@@ -293,13 +299,14 @@ RULES = [
     # clamp(x, lo, hi) with c = lo and d = hi (-inf / inf when not given): the
     # gradient passes where lo <= x <= hi, i.e. where the result is x itself (NaN
     # gives 0, as in PyTorch), and nowhere when lo > hi
-    E('clamp', 'ClampBackward1', 'a', ('grad * ge(d, c) * eq(out, a)',), consts='cd',
+    E('clamp', 'ClampBackward1', 'a', ('where_pos(ge(d, c) * eq(out, a), grad, 0.0)',),
+      consts='cd',
       fwd='minimum(maximum(a, c), d)'),
     # hardtanh/relu6: clamp, but the gradient passes only strictly inside (c, d),
     # as PyTorch's hardtanh_backward (0 at NaN, as its float64 kernel gives; its
     # float32 kernel passes it there)
     E('hardtanh', 'HardtanhBackward0', 'a',
-      ('grad * eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d))',), consts='cd',
+      ('where_pos(eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d)), grad, 0.0)',), consts='cd',
       fwd='minimum(maximum(a, c), d)'),
     # out = a ** c for a >= 0 (a sum of |x|^p); 0 gradient at a == 0, as PyTorch's
     # norm backward masks the zero vector
