@@ -1308,3 +1308,7 @@ BoolTensor = _legacy('BoolTensor', np.bool_)
 
 from ._functions_more import _install as _install_more; _install_more(globals()); del _install_more  # noqa: E402,E702  (tape/_functions_more.py)
 from ._api_more import _install as _install_api; _install_api(globals()); del _install_api  # noqa: E402,E702  (tape/_api_more.py)
+from . import distributions  # noqa: E402,F401
+
+from . import testing, random, backends, amp  # noqa: E402,F401  (tape/testing.py, random.py, backends/, amp/)
+from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401
