@@ -1308,7 +1308,17 @@ BoolTensor = _legacy('BoolTensor', np.bool_)
 
 from ._functions_more import _install as _install_more; _install_more(globals()); del _install_more  # noqa: E402,E702  (tape/_functions_more.py)
 from ._api_more import _install as _install_api; _install_api(globals()); del _install_api  # noqa: E402,E702  (tape/_api_more.py)
-from . import distributions  # noqa: E402,F401
+_getattr_before = __getattr__  # noqa: F821  (set by _functions_more._install: tape.range)
+
+
+def __getattr__(name):
+    # tape.distributions is imported on first use: ~30 ms of import time that
+    # most programs do not need
+    if name == 'distributions':
+        import importlib
+        return importlib.import_module('.distributions', __name__)
+    return _getattr_before(name)
+
 
 from . import testing, random, backends, amp  # noqa: E402,F401  (tape/testing.py, random.py, backends/, amp/)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401
