@@ -546,66 +546,52 @@ def _bessel():
         return _BESSEL
     from compiler.special_kernels import bessel
     from .autograd import Function
+    from .autograd.function import _register_node_class
 
     def run(name, x):
         # compiler/special_kernels.py: torch's Cephes expansions, in x's dtype
         return _leaf(bessel(name, np.asarray(x._data)))
 
-    def safe_x(x):
+    def half_at_zero(x, d):
+        # i1'(0) and i1e'(0) are 1/2: the formulas' 1/x has no value there
         zero = _ops._const(np.asarray(x._data) == 0)
-        return zero, _where(zero, _ops._const(np.ones((), x._data.dtype)), x)
+        return _where(zero, _ops._const(np.asarray(0.5, x._data.dtype)), d)
 
-    class I0Backward0(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return run('i0', x)
+    def nonzero(x):
+        # x with 1 where it is 0 (the 1/x of the formulas below, masked by half_at_zero)
+        zero = _ops._const(np.asarray(x._data) == 0)
+        return _where(zero, _ops._const(np.ones((), x._data.dtype)), x)
 
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return g * I1Backward0.apply(x)
+    # name -> (PyTorch's node name, derivative in terms of the four functions,
+    # each applied as a Function again, so that it differentiates to any order)
+    derivatives = {
+        'i0': ('I0Backward0', lambda x, f: f['i1'].apply(x)),
+        'i1': ('SpecialI1Backward0', lambda x, f: half_at_zero(
+            x, f['i0'].apply(x) - f['i1'].apply(x) / nonzero(x))),
+        'i0e': ('SpecialI0EBackward0',
+                lambda x, f: f['i1e'].apply(x) - x.sign() * f['i0e'].apply(x)),
+        'i1e': ('SpecialI1EBackward0', lambda x, f: half_at_zero(
+            x, f['i0e'].apply(x) - f['i1e'].apply(x) * (x.sign() + 1.0 / nonzero(x)))),
+    }
 
-    class I1Backward0(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return run('i1', x)
+    def function(name, node, derivative):
+        class Bessel(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return run(name, x)
 
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            zero, xs = safe_x(x)
-            d = I0Backward0.apply(x) - I1Backward0.apply(x) / xs
-            return g * _where(zero, _ops._const(np.asarray(0.5, x._data.dtype)), d)
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return g * derivative(x, _BESSEL)
+        Bessel.__name__ = Bessel.__qualname__ = node[:-len('Backward0')]
+        Bessel._backward_name = node            # PyTorch's grad_fn name
+        _register_node_class(node)
+        return Bessel
 
-    class SpecialI0eBackward0(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return run('i0e', x)
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return g * (SpecialI1eBackward0.apply(x) - x.sign() * SpecialI0eBackward0.apply(x))
-
-    class SpecialI1eBackward0(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return run('i1e', x)
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            zero, xs = safe_x(x)
-            i1e = SpecialI1eBackward0.apply(x)
-            d = SpecialI0eBackward0.apply(x) - i1e * (x.sign() + 1.0 / xs)
-            return g * _where(zero, _ops._const(np.asarray(0.5, x._data.dtype)), d)
-
-    _BESSEL.update(i0=I0Backward0, i1=I1Backward0, i0e=SpecialI0eBackward0,
-                   i1e=SpecialI1eBackward0)
+    for name, (node, derivative) in derivatives.items():
+        _BESSEL[name] = function(name, node, derivative)
     return _BESSEL
 
 

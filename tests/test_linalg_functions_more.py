@@ -619,3 +619,14 @@ def test_deprecation_warnings_once():
         assert len(w) == 1 and issubclass(w[0].category, UserWarning)
         assert str(w[0].message) == fm._DEPRECATED[key]
         assert str(w[0].message).startswith(f'torch.{key} is deprecated')
+
+
+def test_bessel_node_names_are_torchs():
+    for name in ('i0', 'special.i0e', 'special.i1', 'special.i1e'):
+        got = []
+        for lib in (tape, torch):
+            fn = lib
+            for part in name.split('.'):
+                fn = getattr(fn, part)
+            got.append(fn(lib.tensor([0.5, 1.0], requires_grad=True)).grad_fn.name())
+        assert got[0] == got[1], name
