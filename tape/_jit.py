@@ -1030,3 +1030,51 @@ def _trace_once(fn, args, kwargs, gen, rng_state):
                         if R[k, 0] == OP['binary_cross_entropy'] and R[k, 3] >= 0)
     return plan
 
+
+
+# -- torch.jit's names: TorchScript does not exist here, so code written for it
+# runs eagerly (scripting or tracing is an optimisation that must not change
+# what the code computes; tape.jit itself stays an explicit choice, as it fixes
+# Python control flow at its trace).  Model code calls these in its forward
+# (``torch.jit.is_scripting()``) and decorates with them (``@torch.jit.ignore``).
+def _ts_script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
+    """``torch.jit.script(obj)``: ``obj`` itself, run eagerly."""
+    return obj
+
+
+def _ts_trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None,
+           check_tolerance=1e-05, strict=True, _force_outplace=False, _module_class=None,
+           _compilation_unit=None, example_kwarg_inputs=None, _store_inputs=True):
+    """``torch.jit.trace(func, example_inputs)``: ``func`` itself, run eagerly (its
+    Python control flow keeps working, where a trace would fix it)."""
+    if not callable(func):
+        raise RuntimeError('trace: expected a function or a module, got '
+                           f'{type(func).__name__}')
+    return func
+
+
+def _ts_trace_module(mod, inputs, *args, **kwargs):
+    """``torch.jit.trace_module(mod, inputs)``: ``mod`` itself, run eagerly."""
+    return mod
+
+
+def _ts_ignore(drop=False, **kwargs):
+    """``@torch.jit.ignore`` / ``@torch.jit.ignore(drop=True)``: the function as it is."""
+    if callable(drop):
+        return drop
+    return lambda fn: fn
+
+
+def _ts_identity(fn):
+    return fn
+
+
+jit.script = _ts_script
+jit.trace = _ts_trace
+jit.trace_module = _ts_trace_module
+jit.ignore = _ts_ignore
+jit.unused = jit.export = jit.interface = jit.script_if_tracing = _ts_identity
+jit.is_scripting = lambda: False
+jit.is_tracing = lambda: False
+jit.annotate = lambda the_type, the_value: the_value
+jit.Final = __import__('typing').Final

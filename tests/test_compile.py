@@ -57,3 +57,46 @@ def test_compile_argument_errors_like_torch():
             lib.compile(lambda x: x, mode='fastest')
         with pytest.raises(RuntimeError, match='Either mode or options'):
             lib.compile(lambda x: x, mode='default', options={'a': 1})
+
+
+def test_torchscript_names_run_eagerly_like_torch_in_eager_code():
+    torch = pytest.importorskip('torch')
+
+    class Net:
+        pass
+    for lib in (tape, torch):
+        J = lib.jit
+        assert J.is_scripting() is False and J.is_tracing() is False
+        assert J.annotate(int, 3) == 3
+
+        @J.ignore
+        def f(x):
+            return x + 1
+
+        @J.ignore(drop=True)
+        def g(x):
+            return x + 2
+
+        @J.unused
+        def h(x):
+            return x + 3
+        assert (f(1), g(1), h(1)) == (2, 3, 4)
+    m = tape.nn.Linear(2, 1)
+    x = tape.ones(3, 2)
+    assert tape.jit.script(m) is m and tape.jit.trace(m, x) is m
+    assert tape.jit.trace_module(m, {'forward': x}) is m
+
+    def branchy(t):             # a trace would fix the branch; eager code keeps it
+        return t * 2 if t.sum().item() > 0 else t * -3
+    traced = tape.jit.trace(branchy, (tape.ones(2),))
+    assert traced(-tape.ones(2)).tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match='trace'):
+        tape.jit.trace(Net(), x)
+    # tape's own jit still traces and replays
+    @tape.jit
+    def loss(w):
+        return (w * 2).sum()
+    w = tape.ones(2, requires_grad=True)
+    loss(w).backward()
+    loss(w).backward()
+    assert loss.stats()['replays'] == 1 and w.grad.tolist() == [4.0, 4.0]
