@@ -1034,7 +1034,10 @@ def _take_record(a, out, name, key_fn, axes=None, key=None):
             # likewise a large slice keeps its key (see BasicKey)
             return _record_struct(OP[name], a, out, x=d.size,
                                   big_attrs=BasicKey(key, d.shape))
-        idx = np.ascontiguousarray(key_fn(flat_index(d.shape)), dtype=_I64).ravel()
+        if name == 't':     # (a weight's transpose, every step: its map is cached)
+            idx = _t_index(d.shape)
+        else:
+            idx = np.ascontiguousarray(key_fn(flat_index(d.shape)), dtype=_I64).ravel()
         return _record_struct(OP[name], a, out, x=d.size, attrs=idx)
     return _leaf(out)
 
@@ -1293,13 +1296,25 @@ def _t_index(shape):
     return idx
 
 
-def linear_records(inp, w, bias):
-    """``F.linear(inp, w, bias)`` for the common case of a layer's forward: a 2-D
-    input, leaf weight (requiring grad) and bias of its float dtype, small.
+def _jit_tracing():
+    """tape.jit's thread-local tracing state (imported on first use: _jit imports
+    this module; an import statement per call costs a microsecond)."""
+    global _jit_tracing
+    from ._jit import _tracing
 
-    Appends exactly the records the composite ``t(w)``, ``mm``, ``add`` appends
-    (t, mm, broadcast, add, in that order, with the same slots and saved
-    values), without making the intermediate tensors or the weight's view
+    def _jit_tracing():
+        return _tracing
+    return _tracing
+
+
+def linear_records(inp, w, bias):
+    """``F.linear(inp, w, bias)`` for the common case of a layer's forward: an
+    input of two or more dims, a leaf weight (requiring grad) and bias of its
+    float dtype.
+
+    Appends the records the composite ``t(w)``, ``mm``, ``add`` appends for a
+    2-D input (t, mm, broadcast, add, in that order, small or big as their
+    sizes make them), without making the intermediate tensors or the weight's view
     bookkeeping: the view ``w.t()`` never reaches the user, so what it did for
     in-place safety is a version note of ``w`` on the mm record, which reads
     ``w``'s memory for the input's gradient.  None where another case applies
@@ -1309,64 +1324,91 @@ def linear_records(inp, w, bias):
     bd = bias._data
     if type(bias) is not Tensor or w._tape is not None or bias._tape is not None \
             or not w._rg or w._extra is not None or bias._extra is not None \
-            or inp._extra is not None or type(ad) is not np.ndarray \
+            or type(ad) is not np.ndarray \
             or type(wd) is not np.ndarray or type(bd) is not np.ndarray:
         return None
     dt = wd.dtype
-    if ad.ndim != 2 or wd.ndim != 2 or bd.ndim != 1 or ad.dtype is not dt \
+    nd = ad.ndim
+    if nd < 2 or wd.ndim != 2 or bd.ndim != 1 or ad.dtype is not dt \
             or bd.dtype is not dt or dt not in _LINEAR_DTYPES:
         return None
-    m, k = ad.shape
+    if nd == 2:
+        m, k = ad.shape
+    else:
+        # (..., k) input: the product of its rows, (m, k), in C order.  The
+        # records read the input's gradient slot and saved values flat, so
+        # the mm record takes the N-D input's slot as it is, with no view
+        # record in between (the output is the flat (m, nout) result, shaped)
+        k = ad.shape[-1]
+        m = ad.size // k if k else 0
     nout = wd.shape[0]
     n = m * nout
-    if wd.shape[1] != k or bd.shape[0] != nout or not n or not k \
-            or n >= BIG or ad.size >= BIG or wd.size >= BIG:
+    if wd.shape[1] != k or bd.shape[0] != nout or not n or not k:
         return None
     recording = not _OFF[0] or grad_mode.enabled
-    if recording:
-        from ._jit import _tracing
-        if getattr(_tracing, 'proxies', None) is not None:
-            return None
+    if recording and getattr(_jit_tracing(), 'proxies', None) is not None:
+        return None
     tape = inp._tape
     if tape is not None and tape.alias is not None:
         return None
     wt = wd.T
+    if nd != 2:
+        ad = ad.reshape(m, k)           # (a copy only for a strided input)
     out = ad @ wt
     np.add(out, bd, out=out)        # (the mm result is no one else's: add in place)
+    if nd != 2:
+        out = out.reshape(inp._data.shape[:-1] + (nout,))
     if not recording:
         return _leaf(out)
     if tape is None:
         tape = open_tape()
-    # t: the weight's transpose, an index map
+    # t: the weight's transpose, an index map (a large one: its axis order)
     wsize = wd.size
     gw = w._goff if w._rec == tape.serial else tape.leaf_slot(w)
-    st = tape.gpos
-    tape.gpos = st + wsize
-    tape.rec += _PACK(_OP_T, st, wsize, gw, -1, tape.vpos, tape.add_attrs(_t_index(wd.shape)),
-                      wsize)
+    if wsize >= BIG:
+        st = tape.alloc(wsize)
+        tape.big.append(BigRecord.of({}, (k, nout), dt, [wd.shape], [dt], AxisOrder((1, 0))))
+        tape.rec += _PACK(_OP_T | BIG_FLAG, st, wsize, gw, -1, len(tape.big) - 1, 0, wsize)
+    else:
+        st = tape.gpos
+        tape.gpos = st + wsize
+        tape.rec += _PACK(_OP_T, st, wsize, gw, -1, tape.vpos,
+                          tape.add_attrs(_t_index(wd.shape)), wsize)
     tape.n += 1
     # mm: saves the input and the transposed weight (by reference)
     g0 = _slot(inp, tape)
-    sm = tape.gpos
-    tape.gpos = sm + n
-    v = tape.vpos
-    saved = tape.saved
-    saved.append(ad)
-    saved.append(wt)
-    tape.vpos = v + m * k + k * nout
     if inp._tape is None:               # the input, read for the weight's gradient
         tape.save_box(inp)
     if g0 >= 0:                         # the weight, read for the input's gradient
         tape.save_box(w)
-    tape.rec += _PACK(_OP_MM, sm, n, g0, st, v, m, k)
+    if n >= BIG or m * k >= BIG or wsize >= BIG:
+        # a big record (tape/_big.py): the operands stay out of the arena
+        sm = tape.alloc(n)
+        tape.big.append(BigRecord.of({'a': ad, 'b': wt}, (m, nout), dt, [(m, k), (k, nout)],
+                                     [dt, dt]))
+        tape.rec += _PACK(_OP_MM | BIG_FLAG, sm, n, g0, st, len(tape.big) - 1, m, k)
+    else:
+        sm = tape.gpos
+        tape.gpos = sm + n
+        v = tape.vpos
+        saved = tape.saved
+        saved.append(ad)
+        saved.append(wt)
+        tape.vpos = v + m * k + k * nout
+        tape.rec += _PACK(_OP_MM, sm, n, g0, st, v, m, k)
     tape.n += 1
     # add of the broadcast bias
     gb = _slot(bias, tape)
     if gb >= 0:
         gb = _expand_slot(tape, gb, bd.shape, out.shape, nout, n)
-    slot = tape.gpos
-    tape.gpos = slot + n
-    tape.rec += _PACK(_OP_ADD, slot, n, sm, gb, tape.vpos, 0, 0)
+    if n >= BIG:
+        slot = tape.alloc(n)
+        tape.big.append(BigRecord.of({}, out.shape, dt, [out.shape, out.shape], [dt, dt]))
+        tape.rec += _PACK(_OP_ADD | BIG_FLAG, slot, n, sm, gb, len(tape.big) - 1, 0, 0)
+    else:
+        slot = tape.gpos
+        tape.gpos = slot + n
+        tape.rec += _PACK(_OP_ADD, slot, n, sm, gb, tape.vpos, 0, 0)
     return _result(out, tape, slot)
 
 
