@@ -21,54 +21,62 @@ from .._tensor import _leaf
 from ..autograd.function import Function, apply_own
 
 
-def _rows(d, cdim):
-    """The input as (samples, classes) rows: class dim last (a copy only for 3-D and up)."""
+_REDUCTIONS = {'none': 0, 'sum': 1, 'mean': 2}
+_EMPTY = {np.dtype(t): np.empty(0, t) for t in (np.float32, np.float64)}
+
+
+def _planes(d):
+    """The input as a C-contiguous (samples, classes, positions) array: (N, C) as
+    (N, C, 1), (C,) as (1, C, 1), (N, C, d1, ...) as (N, C, d1 * ...)."""
+    d = np.ascontiguousarray(d)
     if d.ndim == 1:
-        return d.reshape(1, -1)
+        return d.reshape(1, d.shape[0], 1)
     if d.ndim == 2:
-        return d
-    return np.moveaxis(d, cdim, -1).reshape(-1, d.shape[cdim])
+        return d.reshape(d.shape[0], d.shape[1], 1)
+    return d.reshape(d.shape[0], d.shape[1], -1)
+
+
+_loss_kernels = None
+
+
+def _kernels():
+    """compiler.loss_kernels, imported on first use (nothing compiles at import)."""
+    global _loss_kernels
+    if _loss_kernels is None:
+        import compiler.loss_kernels as k
+        _loss_kernels = k
+    return _loss_kernels
+
+
+def _target_shape(shape):
+    """The targets' shape for logits of ``shape``: (N, C, d1...) -> (N, d1...), (C,) -> ()."""
+    return tuple(shape[:1]) + tuple(shape[2:]) if len(shape) > 1 else ()
 
 
 class _CrossEntropy(Function):
-    """Loss of class indices ``t`` (an int array) under logits ``x``; ``w`` per-class
-    weights (an array or None), as F.cross_entropy without label smoothing."""
+    """Loss of class indices ``t`` (a 1-d int64 array, the targets flattened) under
+    logits ``x``; ``w`` per-class weights (a contiguous array or None), as
+    F.cross_entropy without label smoothing."""
     @staticmethod
     def forward(ctx, x, t, w, ignore_index, reduction):
+        k = _kernels()
         xd = np.asarray(x._data)
         dt = xd.dtype
-        cdim = 0 if xd.ndim == 1 else 1
-        x2 = _rows(xd, cdim)
-        tf = t.reshape(-1)
-        ignore = tf == ignore_index
-        some_ignored = bool(ignore.any())
-        safe = np.where(ignore, 0, tf) if some_ignored else tf
-        rows = np.arange(x2.shape[0])
-        with np.errstate(all='ignore'):
-            e = x2 - x2.max(1, keepdims=True)         # (a new array: exp runs in place)
-            picked = e[rows, safe]                    # x[t] - max, before the exp
-            np.exp(e, out=e)
-            s = e.sum(1)
-            wi = np.ones(tf.shape, dt) if w is None else w[safe].astype(dt)
-            if some_ignored:
-                wi[ignore] = 0
-            loss = (np.log(s) - picked) * wi
-            if reduction == 'none':
-                out = loss.reshape(t.shape)
-                scale = wi
-            elif reduction == 'sum':
-                out = loss.sum()
-                scale = wi
-            else:
-                total = wi.sum()
-                out = loss.sum() / total
-                # every target ignored: NaN, with a gradient of 0 as in PyTorch
-                # (class weights of 0 on counted targets still give NaN, as there)
-                scale = np.zeros_like(wi) if ignore.all() else wi / total
-        ctx.e, ctx.s, ctx.scale, ctx.safe, ctx.rows = e, s, scale, safe, rows
-        ctx.reduction, ctx.tshape = reduction, t.shape
+        x3 = _planes(xd)
+        ns = t.shape[0]
+        e = np.empty(x3.shape, dt)
+        rows = np.empty((3, ns))                # picked x[t] - max, sums of e, scales
+        code = _REDUCTIONS[reduction]
+        loss = np.empty(ns, dt) if code == 0 else _EMPTY[dt]
+        k.ce_shift(x3, t, ignore_index, e, rows)
+        np.exp(e, out=e)                        # (x - max <= 0: no overflow)
+        total = k.ce_reduce(e, t, _EMPTY[dt] if w is None else w, ignore_index, code,
+                            rows, loss)
+        ctx.e, ctx.rows, ctx.t, ctx.ignore_index = e, rows, t, ignore_index
         ctx.save_for_backward(x)
-        return _leaf(np.asarray(out, dtype=dt))
+        if code == 0:
+            return _leaf(loss.reshape(_target_shape(xd.shape)))
+        return _leaf(np.array(total, dt))
 
     @staticmethod
     def backward(ctx, gy):
@@ -85,18 +93,12 @@ class _CrossEntropy(Function):
 def _backward_array(ctx, x, g):
     """The input's gradient as an array, from the output's (``g``, any float dtype)."""
     e = ctx.e
-    dt = e.dtype
-    g = np.asarray(g, dtype=dt)
-    coef = ctx.scale * (g.reshape(-1) if ctx.reduction == 'none' else g)
-    with np.errstate(all='ignore'):
-        gx = e * (coef / ctx.s)[:, None]          # softmax * coef, one pass
-        gx[ctx.rows, ctx.safe] -= coef
-    xd_shape = x.shape
-    if len(xd_shape) > 2:
-        # rows back to (N, C, d1...): class dim from last to 1
-        lead = (xd_shape[0],) + tuple(xd_shape[2:])
-        gx = np.ascontiguousarray(np.moveaxis(gx.reshape(lead + (xd_shape[1],)), -1, 1))
-    return gx.reshape(xd_shape)
+    g = np.asarray(g)
+    if g.dtype.char not in 'fd':
+        g = g.astype(np.float64)
+    gx = np.empty(e.shape, e.dtype)
+    _kernels().ce_backward(e, ctx.rows, ctx.t, ctx.ignore_index, g.reshape(-1), gx)
+    return gx.reshape(x.shape)
 
 
 def _backward_tensors(ctx, x, gy):
@@ -104,14 +106,14 @@ def _backward_tensors(ctx, x, gy):
     from . import functional as F
     cdim = 0 if x.dim() == 1 else 1
     p = F.softmax(x, cdim)
-    dt = ctx.e.dtype
-    onehot = np.zeros(ctx.e.shape, dt)
-    onehot[ctx.rows, ctx.safe] = 1                    # (ignored rows: coef is 0)
-    if x.dim() > 2:
-        lead = (x.shape[0],) + tuple(x.shape[2:])
-        onehot = np.moveaxis(onehot.reshape(lead + (x.shape[1],)), -1, 1)
-    onehot = _leaf(np.ascontiguousarray(onehot).reshape(x.shape))
-    coef = gy * _leaf(ctx.scale.reshape(ctx.tshape))
+    e = ctx.e
+    dt = e.dtype
+    n, _, d = e.shape
+    onehot = np.zeros(e.shape, dt)
+    safe = np.where(ctx.t == ctx.ignore_index, 0, ctx.t)     # (ignored: coef is 0)
+    np.put_along_axis(onehot, safe.reshape(n, 1, d), 1, axis=1)
+    onehot = _leaf(onehot.reshape(x.shape))
+    coef = gy * _leaf(ctx.rows[2].astype(dt).reshape(_target_shape(x.shape)))
     return (p - onehot) * coef.unsqueeze(cdim)
 
 
@@ -121,4 +123,4 @@ _CrossEntropy._backward_name = 'NllLossBackward0'
 
 
 def cross_entropy_indices(x, t, w, ignore_index, reduction):
-    return apply_own(_CrossEntropy, x, t, w, ignore_index, reduction)
+    return apply_own(_CrossEntropy, x, t, w, int(ignore_index), reduction)

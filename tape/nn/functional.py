@@ -125,15 +125,29 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
         return _shifted_log_softmax(a, dim)
 
 
+def _jit_tracing():
+    """Is tape.jit tracing on this thread?  (Asked by each op with a one-record
+    form: an import statement per call would cost a microsecond.)"""
+    return getattr(_ops._jit_tracing(), 'proxies', None) is not None
+
+
+def _ce_kernels():
+    """compiler.loss_kernels, imported on first use (nothing compiles at import)."""
+    global _ce_kernels
+    import compiler.loss_kernels as kernels
+
+    def _ce_kernels():
+        return kernels
+    return kernels
+
+
 def _one_node(a):
     """Does (log_)softmax of ``a`` take its one-record form (tape/nn/_softmax.py)?
     Float32/float64 only, and not while tape.jit traces: the composite's records
     replay in the generated kernel, where a custom Function would make the traced
     function run eagerly."""
-    from .._jit import _tracing
     d = a._data
-    return d.dtype in _sm.DTYPES and d.ndim and d.size and \
-        getattr(_tracing, 'proxies', None) is None
+    return d.dtype in _sm.DTYPES and d.ndim and d.size and not _jit_tracing()
 
 
 def _shifted_log_softmax(a, dim):
@@ -302,27 +316,39 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def _ce_indices_args(inp, target, weight, ignore_index, reduction):
     """(targets, weights) as arrays when cross_entropy can take the one-record
     path: float32/float64 logits, in-range integer class indices of the right
-    shape, a weight of the input's dtype and shape (C,), a known reduction.
-    None otherwise: the composite path then gives the result or PyTorch's error."""
-    from .. import _jit
-    if getattr(_jit._tracing, 'proxies', None) is not None:
+    shape (returned flattened, int64), a weight of the input's dtype and shape
+    (C,), a known reduction.  None otherwise: the composite path then gives the
+    result or PyTorch's error.  (Called once per training step on a small batch:
+    each check here is a cheap attribute test, and the targets are checked in
+    one compiled pass.)"""
+    if _jit_tracing():
         # tape.jit is tracing: the composite's records replay, a custom Function
         # would make the whole call run eagerly
         return None
     d = np.asarray(inp._data)
-    if d.dtype not in (np.float32, np.float64) or d.ndim == 0 or d.size == 0 \
+    if d.dtype.char not in 'fd' or d.ndim == 0 or d.size == 0 \
             or reduction not in ('mean', 'sum', 'none'):
         return None
     td = np.asarray(target._data if isinstance(target, Tensor) else target)
     if td.dtype.kind not in 'iu':
         return None
-    cdim = 0 if d.ndim == 1 else 1
-    ncls = d.shape[cdim]
-    if td.shape != d.shape[:cdim] + d.shape[cdim + 1:]:
+    if d.ndim == 1:
+        ncls = d.shape[0]
+        if td.ndim != 0:
+            return None
+    else:
+        ncls = d.shape[1]
+        if td.shape != d.shape[:1] + d.shape[2:]:
+            return None
+    if type(ignore_index) is not int:
+        if not isinstance(ignore_index, (int, np.integer)):
+            return None
+        ignore_index = int(ignore_index)
+    if not -2 ** 63 <= ignore_index < 2 ** 63:
         return None
-    td = td.astype(np.int64, copy=False)
-    ok = (td >= 0) & (td < ncls)
-    if not ok.all() and not (ok | (td == ignore_index)).all():
+    if td.dtype.char != 'l' or td.ndim != 1 or not td.flags.c_contiguous:
+        td = np.ascontiguousarray(td, dtype=np.int64).reshape(-1)
+    if not _ce_kernels().ce_targets_ok(td, ncls, ignore_index):
         return None
     w = None
     if weight is not None:
@@ -331,6 +357,7 @@ def _ce_indices_args(inp, target, weight, ignore_index, reduction):
         w = np.asarray(weight._data)
         if w.dtype != d.dtype or w.shape != (ncls,):
             return None
+        w = np.ascontiguousarray(w)
     return td, w
 
 
@@ -1210,14 +1237,13 @@ def _sdpa_bias(q, k, v, attn_mask, is_causal, L, S):
     PyTorch's CPU build fuses it: 4-D q, k, v of one float32/float64 dtype, equal
     batch dims and one head size, a 2-D or 4-D mask that needs no grad; False
     where the composite runs (also while tape.jit traces)."""
-    from .._jit import _tracing
     qd, kd, vd = q._data, k._data, v._data
     dt = qd.dtype
     if dt not in _sdpa_node.DTYPES or kd.dtype != dt or vd.dtype != dt or qd.ndim != 4 \
             or kd.ndim != 4 or vd.ndim != 4 or qd.shape[:2] != kd.shape[:2] \
             or kd.shape[:3] != vd.shape[:3] or not qd.shape[3] == kd.shape[3] == vd.shape[3] \
             or not (qd.size and kd.size and vd.size) \
-            or getattr(_tracing, 'proxies', None) is not None:
+            or _jit_tracing():
         return False
     if is_causal:
         return np.triu(np.full((L, S), -np.inf, dt), 1)
@@ -1507,10 +1533,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     xd = np.asarray(a._data)
     w = weight if weight is None or isinstance(weight, Tensor) else _t(weight, input)
     b = bias if bias is None or isinstance(bias, Tensor) else _t(bias, input)
-    from .._jit import _tracing
     # while tape.jit traces, the composite: its records replay in the generated
     # kernel, where a custom Function would make the function run eagerly
-    if xd.size and xd.dtype in _LN_DTYPES and not getattr(_tracing, 'proxies', None) and all(
+    if xd.size and xd.dtype in _LN_DTYPES and not _jit_tracing() and all(
             p is None or np.asarray(p._data).dtype == xd.dtype for p in (w, b)):
         # one record with a fused backward (tape/nn/_layer_norm.py)
         return _layer_norm_fn(a, w, b, ns, float(eps))
