@@ -26,6 +26,7 @@ differentiated again (unless marked ``once_differentiable``).
 tensor([6.])
 """
 import functools
+import math
 import warnings
 import weakref
 
@@ -35,7 +36,7 @@ from .. import _ops
 from .. import _saved_hooks
 from .._grad_mode import enable_grad, no_grad
 from .._rules import OP
-from .._tape import PACK, grad_mode, resolve
+from .._tape import PACK, grad_mode, open_tape, resolve, set_grad_mode
 from .. import _views
 from .._tensor import Tensor, _bump_version, _leaf, _TNEW
 
@@ -58,12 +59,15 @@ class _Saved:
         if self.box is None:
             self.box = t._vbox = [0]
         self.version = self.box[0]
-        if t._tape is None:
+        tp = t._tape
+        if tp is None:
             self.leaf = t            # leaves hold no tape: no cycle
             self.tape = None
         else:
             self.leaf = None
-            self.tape = weakref.ref(resolve(t))
+            if tp.alias is not None:
+                tp = resolve(t)
+            self.tape = weakref.ref(tp)
             self.slot = t._goff
             self.rec = t._rec
 
@@ -98,16 +102,18 @@ class _Saved:
 class FunctionCtx:
     """The ``ctx`` passed to ``forward`` and ``backward``: a place to keep what
     backward needs.  Any attribute may be set on it."""
+    # defaults as class attributes: ``apply`` makes a ctx per call setting only
+    # what differs (see _new_ctx)
+    _to_save = ()
+    _saved = None
+    _released = False
+    _non_differentiable = ()
+    _dirty = ()
+    needs_input_grad = ()
+    materialize_grads = True
 
     def __init__(self, fn_name):
         self._fn_name = fn_name
-        self._to_save = ()
-        self._saved = None
-        self._released = False
-        self._non_differentiable = ()
-        self._dirty = ()
-        self.needs_input_grad = ()
-        self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
         for i, t in enumerate(tensors):     # (not tensors.index(t): that compares tensors)
@@ -146,9 +152,11 @@ class FunctionCtx:
                 'graph are freed when you call .backward() or autograd.grad(). Specify '
                 'retain_graph=True if you need to backward through the graph a second time or '
                 'if you need to access saved tensors after calling backward.')
-        if self._saved is None:       # still inside forward
+        saved = self._saved
+        if saved is None:       # still inside forward
             return tuple(self._to_save)
-        return tuple(None if s is None else s.unpack(self._fn_name) for s in self._saved)
+        name = self._fn_name
+        return tuple([None if s is None else s.unpack(name) for s in saved])
 
     @property
     def saved_variables(self):
@@ -169,47 +177,51 @@ class _FunctionRecord:
 
     def _call_backward(self, grads):
         cls = self.cls
-        name = cls._backward_name
         if cls._both_backward_and_vjp:
             raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is "
                                "not allowed. You should only implement one of them.")
-        if any(dt is None for dt in self.out_dtypes):    # (np.dtype('f8') == None is True)
-            # a non-Tensor output's gradient is None, materialized or not (and on
-            # every path that calls here: the sweeps and the node-hook runner)
-            grads = [None if dt is None else g for g, dt in zip(grads, self.out_dtypes)]
+        out_dtypes = self.out_dtypes
+        for dt in out_dtypes:
+            if dt is None:                  # (np.dtype('f8') == None is True: test with is)
+                # a non-Tensor output's gradient is None, materialized or not (and on
+                # every path that calls here: the sweeps and the node-hook runner)
+                grads = [None if dt is None else g for g, dt in zip(grads, out_dtypes)]
+                break
         res = cls.backward(self.ctx, *grads)
         if not isinstance(res, tuple):
             res = (res,)
-        if len(res) != self.nargs:
-            if len(res) > self.nargs and all(r is None for r in res[self.nargs:]):
-                res = res[:self.nargs]
+        nargs = self.nargs
+        if len(res) != nargs:
+            if len(res) > nargs and all(r is None for r in res[nargs:]):
+                res = res[:nargs]
             else:
-                raise RuntimeError(f'function {name} returned an incorrect number of gradients '
-                                   f'(expected {self.nargs}, got {len(res)})')
-        out = []
-        for i, (r, s) in enumerate(zip(res, self.in_slots)):
-            dt = self.in_dtypes[i]
+                raise RuntimeError(f'function {cls._backward_name} returned an incorrect number '
+                                   f'of gradients (expected {nargs}, got {len(res)})')
+        in_slots, in_shapes, in_dtypes = self.in_slots, self.in_shapes, self.in_dtypes
+        out = [None] * nargs
+        for i in range(nargs):
+            r = res[i]
+            dt = in_dtypes[i]
             if dt is None:          # not a Tensor input: PyTorch allows only None here
                 if r is not None:
-                    raise RuntimeError(f'function {name} returned a gradient different than None '
-                                       f'at position {i + 1}, but the corresponding forward '
-                                       'input was not a Variable')
-                out.append(None)
+                    raise RuntimeError(f'function {cls._backward_name} returned a gradient '
+                                       f'different than None at position {i + 1}, but the '
+                                       'corresponding forward input was not a Variable')
                 continue
             if r is None:
-                out.append(None)
                 continue
             if not isinstance(r, Tensor):
                 raise RuntimeError(f'expected Variable or None (got {_typename(r)})')
-            if s < 0:               # a Tensor input that does not require grad
-                out.append(None)
+            if in_slots[i] < 0:     # a Tensor input that does not require grad
                 continue
-            shape = tuple(self.in_shapes[i])
-            if tuple(r._data.shape) != shape:
-                r = _sum_to(r, shape, name, i)
-            if r._data.dtype != dt and dt.kind == 'f':
+            d = r._data
+            shape = in_shapes[i]
+            if d.shape != shape and tuple(d.shape) != tuple(shape):
+                r = _sum_to(r, tuple(shape), cls._backward_name, i)
+                d = r._data
+            if d.dtype != dt and dt.kind == 'f':
                 r = _ops.to(r, dt)
-            out.append(r)
+            out[i] = r
         return out
 
     def _grads_in(self, have, get):
@@ -225,7 +237,8 @@ class _FunctionRecord:
 
     def backward(self, store):
         """Compiled-sweep side: read output grads from the store, add input grads to it."""
-        bw = self.cls._backward_array
+        cls = self.cls
+        bw = cls._backward_array
         if bw is not None:
             # the library's own one-in, one-out Functions (made by apply_own):
             # arrays in, an array out, none of the generic checks' work
@@ -234,20 +247,47 @@ class _FunctionRecord:
                 return
             x, = self.ctx.saved_tensors         # (raises once freed, or changed in place)
             shape = self.out_shapes[0]
-            g = store.get(s, int(np.prod(shape)), shape)
+            g = store.get(s, math.prod(shape), shape)
             gx = bw(self.ctx, x, g)
             store.add(self.in_slots[0], gx.size, gx)
             return
-        if not any(s >= 0 and store.reached(s) for s in self.out_slots):
-            return
-        grads = self._grads_in(
-            store.reached,
-            lambda s, shape, dt: _leaf(store.get(s, int(np.prod(shape)), shape).astype(dt)))
-        with no_grad():
+        out_slots = self.out_slots
+        if len(out_slots) == 1:
+            # one output (the usual case): its gradient, reached or else not needed
+            s = out_slots[0]
+            if s < 0 or not store.reached(s):
+                return
+            shape = self.out_shapes[0]
+            grads = (_leaf(store.get(s, math.prod(shape), shape).astype(self.out_dtypes[0])),)
+        else:
+            grads = None
+            for s in out_slots:
+                if s >= 0 and store.reached(s):
+                    grads = []
+                    break
+            if grads is None:
+                return
+            materialize = self.ctx.materialize_grads
+            for s, shape, dt in zip(out_slots, self.out_shapes, self.out_dtypes):
+                if s >= 0 and store.reached(s):
+                    grads.append(_leaf(store.get(s, math.prod(shape), shape).astype(dt)))
+                elif dt is not None and materialize:
+                    grads.append(_leaf(np.zeros(shape, dt)))
+                else:
+                    grads.append(None)
+        # cls.backward runs with recording off (as under no_grad)
+        prev = grad_mode.enabled
+        if prev:
+            set_grad_mode(False)
+        try:
             res = self._call_backward(grads)
+        finally:
+            if prev or grad_mode.enabled:
+                set_grad_mode(prev)
         for r, s in zip(res, self.in_slots):
             if r is not None:
-                store.add(s, r._data.size, r._data)
+                d = r._data
+                store.add(s, d.size, d)
 
     def backward_differentiable(self, acc, tape, leaf_of):
         if not any(s >= 0 and s in acc for s in self.out_slots):
@@ -386,44 +426,151 @@ class Function(metaclass=_FunctionMeta):
 jvp_hook = None
 
 
+_new_obj = object.__new__
+
+
+def _new_ctx(cls, name):
+    """``FunctionCtx(name)`` without the call (``cls`` is FunctionCtx)."""
+    ctx = _new_obj(cls)
+    ctx._fn_name = name
+    return ctx
+
+
 def _apply(cls, args, kwargs):
     """``cls.apply(*args, **kwargs)``: run ``forward`` without recording, then
     append one Python record for the outputs."""
-    ctx = FunctionCtx(cls._backward_name)
+    ctx = _new_obj(FunctionCtx)
+    ctx._fn_name = cls._backward_name
     if cls._setup_ctx:
         args, kwargs = _bind(cls, args, kwargs)
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
-        with no_grad():
+    needs = tuple([isinstance(a, Tensor) and a._rg for a in args])
+    ctx.needs_input_grad = needs
+    # forward (and setup_context) with recording off, as under no_grad
+    enabled = grad_mode.enabled
+    if enabled:
+        set_grad_mode(False)
+    try:
+        if cls._setup_ctx:
             outputs = cls.forward(*args, **kwargs)
             cls.setup_context(ctx, args, outputs)
-    else:
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
-        with no_grad():
+        elif kwargs:
             outputs = cls.forward(ctx, *args, **kwargs)
-    is_tuple = isinstance(outputs, tuple)
-    outs = list(outputs) if is_tuple else [outputs]
-    record = grad_mode.enabled and any(ctx.needs_input_grad)
+        else:
+            outputs = cls.forward(ctx, *args)
+    finally:
+        if enabled or grad_mode.enabled:
+            set_grad_mode(enabled)
+    record = enabled and any(needs)
     dirty = ctx._dirty
     if dirty:
+        is_tuple = isinstance(outputs, tuple)
+        outs = list(outputs) if is_tuple else [outputs]
         dirty = _check_dirty(ctx, outs, record)
+    elif not isinstance(outputs, tuple):
+        # one output (the usual case)
+        o = outputs
+        if isinstance(o, Tensor):
+            for a in args:
+                if o is a:
+                    # an input returned as is: give it a fresh identity
+                    o = _alias(o)
+                    break
+            else:
+                if o._tape is not None:
+                    o = _leaf(o._data)      # a result of recording: a fresh identity
+        if not record:
+            _pack_saved(ctx)
+            return o
+        if isinstance(o, Tensor) and o._data.dtype.kind == 'f' \
+                and not ctx._non_differentiable:
+            return _record_one(cls, ctx, args, needs, o)
+        return _record(cls, ctx, args, [o], False, dirty)
+    else:
+        is_tuple = True
+        outs = list(outputs)
     for i, o in enumerate(outs):
-        if isinstance(o, Tensor) and (o._tape is not None or any(o is a for a in args)):
+        if isinstance(o, Tensor):
+            arg = False
+            for a in args:
+                if o is a:
+                    arg = True
+                    break
+            if not (arg or o._tape is not None):
+                continue
             if dirty and id(o) in dirty:
                 continue            # changed in place: returned as the same object
             # an input returned as is, or a result of recording: give it a fresh identity
-            outs[i] = _alias(o) if any(o is a for a in args) else _leaf(o._data)
+            outs[i] = _alias(o) if arg else _leaf(o._data)
     if not record:
-        ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-        ctx._to_save = ()
+        _pack_saved(ctx)
         return tuple(outs) if is_tuple else outs[0]
-    tape = _ops.tape_of_all([a for a in args if isinstance(a, Tensor)])
+    return _record(cls, ctx, args, outs, is_tuple, dirty)
+
+
+def _in_fields(rec, args, tape):
+    """The record's per-input fields: slot (-1: not a tensor, or no grad), shape, dtype."""
+    in_slots, in_shapes, in_dtypes = [], [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            in_slots.append(_ops._slot(a, tape))
+            in_shapes.append(d.shape)
+            in_dtypes.append(d.dtype)
+        else:
+            in_slots.append(-1)
+            in_shapes.append(())
+            in_dtypes.append(None)
+    rec.in_slots, rec.in_shapes, rec.in_dtypes = in_slots, in_shapes, in_dtypes
+
+
+def _tape_for(args):
+    """The tape the record of a Function of ``args`` goes on (_ops.tape_of_all)."""
+    t = None
+    for a in args:
+        if isinstance(a, Tensor):
+            if t is not None:
+                return _ops.tape_of_all([a for a in args if isinstance(a, Tensor)])
+            t = a
+    tape = t._tape
+    if tape is None:
+        return open_tape()
+    if tape.alias is not None:
+        tape = resolve(t)
+    return tape
+
+
+def _record_one(cls, ctx, args, needs, o):
+    """``_record`` for one floating output, not marked dirty or non-differentiable."""
+    tape = _tape_for(args)
     rec = _FunctionRecord()
     rec.cls = cls
     rec.ctx = ctx
     rec.nargs = len(args)
-    rec.in_slots = [(_ops._slot(a, tape) if isinstance(a, Tensor) else -1) for a in args]
-    rec.in_shapes = [np.shape(a._data) if isinstance(a, Tensor) else () for a in args]
-    rec.in_dtypes = [a._data.dtype if isinstance(a, Tensor) else None for a in args]
+    _in_fields(rec, args, tape)
+    d = o._data
+    index = tape.n
+    slot = tape.alloc(d.size)
+    o._rg = True
+    o._tape = tape
+    o._goff = slot
+    o._rec = index
+    rec.out_slots, rec.out_shapes, rec.out_dtypes = [slot], [d.shape], [d.dtype]
+    tape.rec += PACK(_PYTHON_OP, slot, 0, -1, -1, 0, len(tape.py), 0)
+    tape.py.append(rec)
+    tape.n = index + 1
+    # saved tensors are packed now that the output has its slot
+    _pack_saved(ctx)
+    return o
+
+
+def _record(cls, ctx, args, outs, is_tuple, dirty):
+    """Append the Python record of ``cls.apply(*args)`` with outputs ``outs``."""
+    tape = _tape_for(args)
+    rec = _FunctionRecord()
+    rec.cls = cls
+    rec.ctx = ctx
+    rec.nargs = len(args)
+    _in_fields(rec, args, tape)
     out_slots, out_shapes, out_dtypes = [], [], []
     index = tape.n
     rebound = []
@@ -456,8 +603,7 @@ def _apply(cls, args, kwargs):
     tape.py.append(rec)
     tape.n += 1
     # saved tensors are packed now that the outputs have their slots
-    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-    ctx._to_save = ()
+    _pack_saved(ctx)
     for o in rebound:
         # a view changed in place rewrites its base's graph; a base, its views'
         if o._extra is not None:
@@ -467,8 +613,12 @@ def _apply(cls, args, kwargs):
 
 def _pack_saved(ctx):
     """Hold what ``forward`` saved (``_Saved``: no cycle through the tape)."""
-    ctx._saved = [None if t is None else _Saved(t) for t in ctx._to_save]
-    ctx._to_save = ()
+    to_save = ctx._to_save
+    if to_save:
+        ctx._saved = [None if t is None else _Saved(t) for t in to_save]
+        ctx._to_save = ()
+    else:
+        ctx._saved = []
 
 
 def _append_own(tape, rec, ctx, o):
@@ -498,7 +648,7 @@ def apply_own(cls, x, *args):
     cost more than the loss)."""
     if jvp_hook is not None or type(x) is not Tensor:
         return cls.apply(x, *args)
-    ctx = FunctionCtx(cls._backward_name)
+    ctx = _new_ctx(FunctionCtx, cls._backward_name)
     rg = x._rg
     ctx.needs_input_grad = (rg,) + (False,) * len(args)
     o = cls.forward(ctx, x, *args)      # (records nothing: NumPy only)
@@ -532,7 +682,7 @@ class _OwnInputsRecord(_FunctionRecord):
         if s < 0 or not store.reached(s):
             return
         shape = self.out_shapes[0]
-        g = store.get(s, int(np.prod(shape)), shape)
+        g = store.get(s, math.prod(shape), shape)
         for gi, si in zip(self.cls._backward_arrays(self.ctx, g), self.in_slots):
             if gi is not None and si >= 0:
                 store.add(si, gi.size, gi)
@@ -548,7 +698,7 @@ def apply_own_inputs(cls, tensors, *args):
     and bias."""
     if jvp_hook is not None or any(t is not None and type(t) is not Tensor for t in tensors):
         return cls.apply(*tensors, *args)
-    ctx = FunctionCtx(cls._backward_name)
+    ctx = _new_ctx(FunctionCtx, cls._backward_name)
     needs = tuple(t is not None and t._rg for t in tensors)
     ctx.needs_input_grad = needs + (False,) * len(args)
     o = cls.forward(ctx, *tensors, *args)      # (records nothing: NumPy only)
@@ -637,6 +787,14 @@ def once_differentiable(fn):
     ops): it runs with recording off, and differentiating it again raises."""
     @functools.wraps(fn)
     def wrapper(ctx, *args):
+        if not grad_mode.enabled:
+            # recording is off already (the compiled sweep's call): no_grad's work
+            # is only to restore the mode, should fn have turned it on
+            try:
+                return fn(ctx, *args)
+            finally:
+                if grad_mode.enabled:
+                    set_grad_mode(False)
         with no_grad():
             res = fn(ctx, *args)
         if not grad_mode.enabled:
