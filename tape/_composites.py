@@ -29,6 +29,8 @@ tensor(5., grad_fn=<SumBackward0>)
 """
 import builtins
 
+import math
+
 import numpy as np
 
 from . import _elementwise as _ew
@@ -206,7 +208,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
     shape = tuple(next(rest) if s is None else s for s in shape)
     # positions in the result of its offset diagonal, laid out as diagonal() gives them
     pos = np.diagonal(_flat_index(shape), int(offset), d1, d2)
-    size = int(np.prod(shape, dtype=np.int64))
+    size = int(math.prod(shape))
     if a._rg:
         return _ops.reshape(_ops.put_flat(_ops.reshape(a, pos.shape), pos.reshape(-1), size),
                             shape)
@@ -737,9 +739,9 @@ def tensordot(a, b, dims=2):
                                f'in dim {j}')
     fa = [k for k in range(ad.ndim) if k not in da]
     fb = [k for k in range(bd.ndim) if k not in db]
-    m = int(np.prod([ad.shape[k] for k in fa], dtype=np.int64))
-    n = int(np.prod([bd.shape[k] for k in fb], dtype=np.int64))
-    c = int(np.prod([ad.shape[k] for k in da], dtype=np.int64))
+    m = int(math.prod([ad.shape[k] for k in fa]))
+    n = int(math.prod([bd.shape[k] for k in fb]))
+    c = int(math.prod([ad.shape[k] for k in da]))
     a2 = _ops.reshape(_ops.permute(a, *(fa + da)) if ad.ndim else a, (m, c))
     b2 = _ops.reshape(_ops.permute(b, *(db + fb)) if bd.ndim else b, (c, n))
     out_shape = tuple(ad.shape[k] for k in fa) + tuple(bd.shape[k] for k in fb)

@@ -527,7 +527,7 @@ def _big_as_small(meta, rule, ax):
         V = np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])])
         return V, _broadcast_attrs(in_shape, tuple(meta.attrs)), 0, 0
     if kind == 'sum_all':
-        return None, None, int(np.prod(in_shape)), 0
+        return None, None, int(math.prod(in_shape)), 0
     if kind == 'reduce':
         big, small = in_shape, tuple(meta.attrs)
     elif kind == 'expand':
@@ -536,7 +536,7 @@ def _big_as_small(meta, rule, ax):
         return None, None, 0, 0
     from ._ops import _broadcast_attrs
     A = _broadcast_attrs(big, small)
-    return None, A, int(np.prod(in_shape)) if kind == 'reduce' else 0, 0
+    return None, A, int(math.prod(in_shape)) if kind == 'reduce' else 0, 0
 
 
 def _saved_operands(tape, raw, like):

@@ -12,6 +12,8 @@ written values get theirs.  Every check runs before anything is recorded.
 tensor([[2.],
         [3.]], grad_fn=<GatherBackward0>)
 """
+import math
+
 import numpy as np
 
 from . import _ops, _views
@@ -356,7 +358,7 @@ def _scatter_prod_fn():
                                          include_self)
             g_vals = np.where(single, g[tgt] * rest[tgt],
                               g[tgt] * out[tgt] / np.where(src_zero, 1, vals))
-            g_src = np.zeros(int(np.prod(src_shape)), d.dtype)
+            g_src = np.zeros(int(math.prod(src_shape)), d.dtype)
             np.add.at(g_src, spos, g_vals)
             return (_leaf(g_self.reshape(d.shape).astype(d.dtype, copy=False)),
                     _leaf(g_src.reshape(src_shape)), None, None, None)

@@ -12,6 +12,8 @@ permuted, reshaped operands.
 >>> (a @ tape.ones(4, 5)).shape
 tape.Size([2, 3, 5])
 """
+import math
+
 import numpy as np
 
 from . import _ops
@@ -91,7 +93,7 @@ def matmul(a, b):
     a, b = _same_dtype(a, b)
     if nb <= 2 and na > 2:
         # a stack of matrices (or vectors) times one matrix: one mm
-        m = int(np.prod(sa[:-1], dtype=np.int64))
+        m = int(math.prod(sa[:-1]))
         a2 = _ops.reshape(a, m, sa[-1])
         if nb == 1:
             return _ops.reshape(_ops.mm(a2, _ops.reshape(b, sb[0], 1)), sa[:-1])
@@ -102,7 +104,7 @@ def matmul(a, b):
         sa = (1, sa[0])
     m, k = sa[-2], sa[-1]
     n = sb[-1]
-    nbatch = int(np.prod(batch, dtype=np.int64))
+    nbatch = int(math.prod(batch))
     if sa[:-2] != batch:
         a = _ops.expand(a, batch + (m, k))
     if sb[:-2] != batch:
@@ -142,7 +144,7 @@ def inner(a, b):
         raise RuntimeError(f'inner() the last dimension must match on both input tensors but '
                            f'got shapes {list(sa)} and {list(sb)}')
     k = sa[-1]
-    m, n = int(np.prod(sa[:-1], dtype=np.int64)), int(np.prod(sb[:-1], dtype=np.int64))
+    m, n = int(math.prod(sa[:-1])), int(math.prod(sb[:-1]))
     out = _ops.matmul(_ops.reshape(a, m, k), _ops.t(_ops.reshape(b, n, k)))
     return _ops.reshape(out, sa[:-1] + sb[:-1])
 
@@ -254,10 +256,10 @@ def _contract(x, lx, y, ly, keep, sizes):
     y = _expand_labels(y, ly, sizes)
     xb = _permute_to(x, lx, ''.join(batch + left + contract))
     yb = _permute_to(y, ly, ''.join(batch + contract + right))
-    nb = int(np.prod([sizes[c] for c in batch], dtype=np.int64))
-    nl = int(np.prod([sizes[c] for c in left], dtype=np.int64))
-    nc = int(np.prod([sizes[c] for c in contract], dtype=np.int64))
-    nr = int(np.prod([sizes[c] for c in right], dtype=np.int64))
+    nb = int(math.prod([sizes[c] for c in batch]))
+    nl = int(math.prod([sizes[c] for c in left]))
+    nc = int(math.prod([sizes[c] for c in contract]))
+    nr = int(math.prod([sizes[c] for c in right]))
     if nb == 1:
         r = _ops.mm(*_same_dtype(_ops.reshape(xb, nl, nc), _ops.reshape(yb, nc, nr)))
     else:

@@ -13,6 +13,8 @@ tensor([2, 2], dtype=tape.int32)
 """
 import collections
 
+import math
+
 import numpy as np
 
 from . import _ops
@@ -474,7 +476,7 @@ def tensorinv(A, ind=2, *, out=None):
     if not isinstance(ind, int) or ind <= 0:
         raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
     shape = tuple(A.shape)
-    lo, hi = int(np.prod(shape[:ind])), int(np.prod(shape[ind:]))
+    lo, hi = int(math.prod(shape[:ind])), int(math.prod(shape[ind:]))
     if lo != hi:
         raise RuntimeError(f'Expected self to satisfy the requirement prod(self.shape[ind:]) == '
                            f'prod(self.shape[:ind]), but got {hi} != {lo}')
@@ -492,8 +494,8 @@ def tensorsolve(A, B, dims=None, *, out=None):
         A = A.permute(*(keep + dims))
     shape = tuple(A.shape)
     nb = B.dim()
-    rows, cols = B.numel(), int(np.prod(shape[nb:]))
-    if rows != cols or int(np.prod(shape[:nb])) != rows:
+    rows, cols = B.numel(), int(math.prod(shape[nb:]))
+    if rows != cols or int(math.prod(shape[:nb])) != rows:
         raise RuntimeError(f'Expected self to satisfy the requirement '
                            f'prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), '
                            f'but got {cols} != {rows}')

@@ -11,6 +11,8 @@ Hooks on an ``AccumulateGrad`` node run as the last of the leaf's tensor hooks.
 """
 import weakref
 
+import math
+
 import numpy as np
 
 from ._big import BIG_BASE, BIG_FLAG, Grads
@@ -101,7 +103,7 @@ def register_node_hook(nd, fn, post):
     for s, shape, dt, exact in outs:
         h = per_rec.get(s)
         if h is None:
-            h = per_rec[s] = SlotHooks(None, s, int(np.prod(shape)), shape, dt, exact)
+            h = per_rec[s] = SlotHooks(None, s, int(math.prod(shape)), shape, dt, exact)
         elif exact and not h.exact:
             h.shape, h.dtype, h.exact = shape, dt, True
         holders.append(h)
@@ -248,7 +250,7 @@ def _in_sizes(tape, row):
         meta = tape.big[v]
         if RULES[op & ~BIG_FLAG].kind == 'elementwise':
             return n, n
-        sizes = [int(np.prod(s)) for s in meta.in_shapes] + [0]
+        sizes = [int(math.prod(s)) for s in meta.in_shapes] + [0]
         return sizes[0], sizes[1]
     kind = RULES[op].kind
     if kind in ('sum_all', 'reduce'):
@@ -332,7 +334,7 @@ def _node_inputs(tape, k, row, R, A, out_shape, out_dtype, out_exact):
             else:
                 e.shape, e.exact = _fallback_shape(tape, row, pos, size, (out_shape, out_exact))
             e.dtype = out_dtype
-        if int(np.prod(e.shape)) != e.size:
+        if int(math.prod(e.shape)) != e.size:
             e.shape, e.exact = (e.size,), False
         result.append(e)
     return result
@@ -440,7 +442,7 @@ def _python_inputs(p):
             continue
         e = _Input()
         e.direct = e.slot = s
-        e.dsize = e.size = int(np.prod(shape))
+        e.dsize = e.size = int(math.prod(shape))
         e.chain = []
         e.shape, e.dtype, e.exact = tuple(shape), np.dtype(dt), True
         ins.append(e)
@@ -451,7 +453,7 @@ def _outputs(node, tape, row):
     """(slot, size, shape, dtype, exact) of each output of a hooked record."""
     if (row[0] & ~BIG_FLAG) == _PYTHON:
         p = tape.py[row[6]]
-        return [(s, int(np.prod(shape)), tuple(shape), np.dtype(dt), True)
+        return [(s, int(math.prod(shape)), tuple(shape), np.dtype(dt), True)
                 for s, shape, dt in zip(p.out_slots, p.out_shapes, p.out_dtypes)]
     h = node.holders[0]
     return [(h.slot, h.size, tuple(h.shape), np.dtype(h.dtype), h.exact)]

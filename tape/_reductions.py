@@ -18,6 +18,8 @@ values=tensor([5., 3.], grad_fn=<MaxBackward0>), indices=tensor([1, 0])
 """
 import collections
 
+import math
+
 import numpy as np
 
 from . import _ops
@@ -200,7 +202,7 @@ def _evenly(a, dims, keepdim, value):
         # view, one compiled pass each for the count and the weights
         from compiler.kernels import even_weights_rows
         w = np.empty(d.shape, d.dtype)
-        n = int(np.prod(d.shape[d.ndim - k:]))
+        n = int(math.prod(d.shape[d.ndim - k:]))
         even_weights_rows(d.reshape(-1, n), np.ascontiguousarray(value).reshape(-1),
                           w.reshape(-1, n))
         w = _leaf(w)
@@ -296,7 +298,7 @@ def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
         raise RuntimeError(f'var: std and var only support floating point and complex dtypes '
                            f'(got {d.dtype} of shape {tuple(d.shape)})')
     dims, corr = _var_args(dim, unbiased, correction, d.ndim, 'var')
-    count = d.size if dims is None else int(np.prod([d.shape[k] for k in dims]))
+    count = d.size if dims is None else int(math.prod([d.shape[k] for k in dims]))
     denom = count - corr if count - corr > 0 else 0.0
     if not (a._rg and grad_mode.enabled):
         with np.errstate(all='ignore'):

@@ -11,6 +11,8 @@ input, so each input gets its slice of the gradient.
 >>> a.squeeze(1).shape
 tape.Size([2, 3])
 """
+import math
+
 import numpy as np
 
 from . import _ops
@@ -44,7 +46,7 @@ def flatten(a, start_dim=0, end_dim=-1):
                            f'after end_dim ({end_dim}) (input of shape {tuple(d.shape)})')
     if s == e:
         return a
-    shape = d.shape[:s] + (int(np.prod(d.shape[s:e + 1], dtype=np.int64)),) + d.shape[e + 1:]
+    shape = d.shape[:s] + (int(math.prod(d.shape[s:e + 1])),) + d.shape[e + 1:]
     return _ops.reshape(a, shape)
 
 

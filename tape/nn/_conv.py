@@ -33,6 +33,8 @@ tensor([[[[ 5.,  7.],
 """
 from collections import namedtuple as _namedtuple
 
+import math
+
 import numpy as np
 
 from .._tensor import Tensor, _leaf
@@ -845,8 +847,8 @@ class _PoolGather(Function):
         ctx.in_shape = tuple(x.shape)
         xd = _arr(x)
         # sizes spelled out: with an empty batch, -1 cannot be inferred from 0 elements
-        flat = xd.reshape(xd.shape[:2] + (int(np.prod(xd.shape[2:])),))
-        out = np.take_along_axis(flat, idx.reshape(idx.shape[:2] + (int(np.prod(idx.shape[2:])),)),
+        flat = xd.reshape(xd.shape[:2] + (int(math.prod(xd.shape[2:])),))
+        out = np.take_along_axis(flat, idx.reshape(idx.shape[:2] + (int(math.prod(idx.shape[2:])),)),
                                  axis=2)
         return _leaf(out.reshape(idx.shape))
 
@@ -862,11 +864,11 @@ class _PoolScatter(Function):
         ctx.idx = idx
         gd = _arr(g)
         n, c = in_shape[:2]
-        hw = int(np.prod(in_shape[2:], dtype=np.int64))
+        hw = int(math.prod(in_shape[2:]))
         if gd.dtype in _KERNEL_DTYPES:
             from compiler.conv_kernels import pool_scatter
             out = np.empty((n, c, hw), gd.dtype)
-            m = int(np.prod(idx.shape[2:], dtype=np.int64))
+            m = int(math.prod(idx.shape[2:]))
             pool_scatter(np.ascontiguousarray(gd).reshape(n, c, m),
                          np.ascontiguousarray(idx).reshape(n, c, m), out)
             return _leaf(out.reshape(in_shape))
@@ -901,10 +903,10 @@ class _MaxPool(Function):
         from compiler.conv_kernels import pool_scatter
         idx = ctx.idx
         n, c = idx.shape[:2]
-        m = int(np.prod(idx.shape[2:]))
+        m = int(math.prod(idx.shape[2:]))
         out = np.empty(x.shape, x._data.dtype)
         pool_scatter(np.ascontiguousarray(g, out.dtype).reshape(n, c, m), idx.reshape(n, c, m),
-                     out.reshape(n, c, int(np.prod(x.shape[2:]))))
+                     out.reshape(n, c, int(math.prod(x.shape[2:]))))
         return out
 
 

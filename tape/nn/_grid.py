@@ -28,6 +28,8 @@ tensor([[[[1.5000]]]])
 import itertools as _itertools
 import warnings as _warnings
 
+import math
+
 import numpy as np
 
 from .._tensor import Tensor, _leaf
@@ -121,7 +123,7 @@ def affine_grid(theta, size, align_corners=None):
     axes = [_linspace_from_neg_one(m, align_corners, dtype) for m in spatial]
     mesh = np.meshgrid(*axes, indexing='ij')
     base = np.stack(list(reversed(mesh)) + [np.ones(spatial, dtype)], -1).astype(dtype)
-    count = int(np.prod(spatial))
+    count = int(math.prod(spatial))
     base = _leaf(np.ascontiguousarray(base.reshape(count, len(spatial) + 1)))
     from .. import matmul
     grid = matmul(base, theta.transpose(1, 2))                  # (N, count, k - 1)
@@ -283,8 +285,8 @@ def grid_sample(input, grid, mode='bilinear', padding_mode='zeros',  # noqa: A00
     n, ch = input.shape[:2]
     sizes = tuple(input.shape[2:])
     out_sp = tuple(grid.shape[1:-1])
-    p = int(np.prod(out_sp))
-    flat_in = input.reshape(n, ch, int(np.prod(sizes)))
+    p = int(math.prod(out_sp))
+    flat_in = input.reshape(n, ch, int(math.prod(sizes)))
     g = grid.reshape(n, p, nsp)
     # the grid's (x, y[, z]) are the input's last, second-last[, third-last] dims
     raw = [g[:, :, nsp - 1 - k] for k in range(nsp)]

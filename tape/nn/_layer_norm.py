@@ -10,6 +10,8 @@ with ``gw = sum(gy * xhat)`` and ``gb = sum(gy)`` over the leading dims.  Under
 ``create_graph`` the same backward is written in tape ops from the saved input,
 so it is itself recorded and differentiable to any order.
 """
+import math
+
 import numpy as np
 
 from .._tape import grad_mode
@@ -28,7 +30,7 @@ class _LayerNorm(Function):
         from compiler.kernels import layer_norm_rows
         xd = np.asarray(x._data)
         dt = xd.dtype
-        n = int(np.prod(ns, dtype=np.int64))
+        n = math.prod(ns)
         x2 = _rows(xd, n)
         y = np.empty_like(x2)
         xhat = np.empty_like(x2)

@@ -37,6 +37,8 @@ import math as _math
 import numbers as _numbers
 import warnings as _warnings
 
+import math
+
 import numpy as np
 
 from .. import _shapes as _sh
@@ -298,7 +300,7 @@ def _fused_backward(ctx, saved, grads):
     order, off, bs = _schedule(xd.shape, ctx.batch_sizes, ctx.reverse)
     whh = _array(w_hh, dt)
     gate_size, h_out_size = whh.shape
-    n_rows = int(np.prod(xd.shape[:-1]))
+    n_rows = int(math.prod(xd.shape[:-1]))
     g_out, g_h = grads[0], grads[1]
     dout = np.zeros((n_rows, h_out_size), dt) if g_out is None else \
         np.ascontiguousarray(np.asarray(g_out._data, dtype=dt)).reshape(n_rows, h_out_size)

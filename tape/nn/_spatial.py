@@ -21,6 +21,8 @@ tensor([[[[0., 1.],
 import math as _math
 import numbers as _numbers
 
+import math
+
 import numpy as np
 
 from .. import _ops
@@ -633,7 +635,7 @@ def _adaptive_max(input, output_size, spatial, return_indices):
     n, c = xd.shape[:2]
     wins = [_adaptive_windows(dn, o) for dn, o in zip(dims, outs)]
     # the flat input index of every (output position, window offset), scan order
-    strides = [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(spatial)]
+    strides = [int(math.prod(dims[i + 1:])) for i in range(spatial)]
     flat = np.zeros((), np.int64)
     for i, wi in enumerate(wins):
         o, k = wi.shape
@@ -792,7 +794,7 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, spati
     idx = _arr(indices)
     idx = idx[None] if unbatched else idx
     n, c = (int(v) for v in x.shape[:2])
-    plane = int(np.prod(size, dtype=np.int64))
+    plane = int(math.prod(size))
     if idx.size and (idx.min() < 0 or idx.max() >= plane):
         bad = idx[(idx < 0) | (idx >= plane)].reshape(-1)[0]
         raise RuntimeError(f'Found an invalid max index: {bad} (output volumes are of size '
@@ -883,7 +885,7 @@ def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, spatial):  # noqa
     if spatial == 1:
         numel = kernel_size if not isinstance(kernel_size, (list, tuple)) else kernel_size[0]
     else:
-        numel = int(np.prod(_ntuple(kernel_size, spatial)))
+        numel = int(math.prod(_ntuple(kernel_size, spatial)))
     if stride is not None:
         out = avgp(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     else:

@@ -18,6 +18,8 @@ tensor([0.5000, 0.5000])
 import math as _math
 import warnings as _warnings
 
+import math
+
 import numpy as np
 
 from .. import _elementwise as _ew
@@ -444,7 +446,7 @@ def linear(input, weight, bias=None):  # noqa: A002
         si, sw = np.shape(inp._data), np.shape(w._data)
         if not si or si[-1] != sw[-1]:
             raise RuntimeError(f'linear: mat1 and mat2 shapes cannot be multiplied '
-                               f'({int(np.prod(si[:-1], dtype=np.int64)) if si else 1}x'
+                               f'({int(math.prod(si[:-1])) if si else 1}x'
                                f'{si[-1] if si else 1} and {sw[1]}x{sw[0]}); input '
                                f'{tuple(si)}, weight {tuple(sw)}')
         if bias is not None:
@@ -840,7 +842,7 @@ def prelu(input, weight):  # noqa: A002
     if len(ws) > 1:
         raise RuntimeError(f'prelu: Expected `weight` to be a scalar or 1D tensor, but got: '
                            f'ndim = {len(ws)}')
-    n = int(np.prod(ws, dtype=np.int64))
+    n = int(math.prod(ws))
     channels = shape[1] if len(shape) >= 2 else 1
     if n != 1 and n != channels:
         raise RuntimeError(f'Mismatch of parameter numbers and input channel size. Found '
@@ -1192,7 +1194,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     x = _t(input)
     shape = tuple(_shape_of(x))
     if len(shape) > 2 or (len(shape) == 2 and shape[1] == 0) or (len(shape) < 2
-                                                                  and not np.prod(shape)):
+                                                                  and not math.prod(shape)):
         raise RuntimeError('Expected non-empty vector or matrix with optional 0-dim batch '
                            f'size, but got: {list(shape)}')
     one = len(shape) <= 1
@@ -1597,7 +1599,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     shape, c = _channels_of(a)
     _not_for(a, 'iub', 'batch_norm')
     if training:
-        n = shape[0] * int(np.prod(shape[2:], dtype=np.int64))
+        n = shape[0] * int(math.prod(shape[2:]))
         if n == 1:
             raise ValueError(f'Expected more than 1 value per channel when training, got input '
                              f'size {_torch_size(shape)}')
@@ -1637,7 +1639,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     a = _t(input)
     shape, c = _channels_of(a)
     _not_for(a, 'iub', 'batch_norm')
-    if use_input_stats and int(np.prod(shape[2:], dtype=np.int64)) == 1:
+    if use_input_stats and int(math.prod(shape[2:])) == 1:
         raise ValueError(f'Expected more than 1 spatial element when training, got input size '
                          f'{_torch_size(shape)}')
     _check_channels(running_mean, c, 'running_mean', a)
@@ -1647,7 +1649,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     cs = _channel_shape(shape)
     if use_input_stats:
         dims = tuple(range(2, len(shape)))
-        n = int(np.prod(shape[2:], dtype=np.int64))
+        n = int(math.prod(shape[2:]))
         mean = _ops.mean(a, dims, True)
         cen = _ops.sub(a, mean)
         var = _ops.mean(_ops.mul(cen, cen), dims, True)
@@ -1683,7 +1685,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A0
     _not_for(a, 'iub', 'GroupNormKernelImpl')
     # the group size spelled out: -1 is ambiguous for an empty batch
     g = _ops.reshape(a, (shape[0], num_groups,
-                         c // num_groups * int(np.prod(shape[2:], dtype=np.int64))))
+                         c // num_groups * int(math.prod(shape[2:]))))
     out = _ops.reshape(_normalize_over(g, (2,), eps), shape)
     return _affine(out, weight, bias, _channel_shape(shape), a)
 
@@ -1702,7 +1704,7 @@ def bilinear(input1, input2, weight, bias=None):
                            f'leading dimensions and weight (out, in1, in2); got input1 '
                            f'{tuple(sa)}, input2 {tuple(sb)}, weight {tuple(sw)}')
     lead = tuple(sa[:-1])
-    n = int(np.prod(lead, dtype=np.int64))
+    n = int(math.prod(lead))
     a2 = _ops.reshape(a, (n, sa[-1]))
     b2 = _ops.reshape(b, (n, sb[-1]))
     # (out, n, in2): each sample's input1 through every weight slice, then

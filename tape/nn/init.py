@@ -8,6 +8,8 @@ tensor([0., 0.], requires_grad=True)
 """
 import math as _math
 
+import math
+
 import numpy as np
 
 from .._grad_mode import no_grad
@@ -72,7 +74,7 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Normal draws redrawn until they fall in ``[a, b]``."""
-    rng, n = _rng(generator), int(np.prod(tuple(tensor.shape), dtype=np.int64))
+    rng, n = _rng(generator), int(math.prod(tuple(tensor.shape)))
     out = np.empty(0)
     while out.size < n:
         d = rng.normal(mean, std, max(2 * (n - out.size), 16))
