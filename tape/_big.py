@@ -18,7 +18,7 @@ own (from ``BIG_BASE``), so ``G`` is only as large as the small slots.
 """
 import numpy as np
 
-from ._pool import pool
+from ._pool import ALIGN_MIN as _ALIGN_MIN, pool
 from ._rules import OP, RULES
 
 BIG = 16384            # elements
@@ -206,14 +206,14 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
         if cur is not None and cur.flags.writeable:
             cur += value
         elif cur is not None and cur.strides == (0,):      # two sums of one tensor
-            grads.big[g0] = np.broadcast_to(np.float64(cur[0] + value), (size,))
+            grads.big[g0] = _filled(cur[0] + value, size)
         elif cur is not None:
             grads.big[g0] = cur + value
         else:
             # the gradient of a full sum is one number everywhere: a zero-stride
             # view, materialised only if something adds into it in place
             grads.mark(g0)
-            grads.big[g0] = np.broadcast_to(np.float64(value), (size,))
+            grads.big[g0] = _filled(value, size)
         return
     if kind == 'reduce':
         c = float(R.view(np.float64)[k, 7])
@@ -306,6 +306,14 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
                       owned=True)
         return
     _via_kernel(k, R, meta, g, grads)
+
+
+def _filled(value, size):
+    """``np.broadcast_to(np.float64(value), (size,))`` (a read-only zero-stride
+    view of one float64), built directly: broadcast_to costs 3-15 us."""
+    arr = np.ndarray((size,), _F64, np.array((value,), _F64), 0, (0,))
+    arr.flags.writeable = False
+    return arr
 
 
 def _add_region(grads, slot, size, shape, key, g, dtype):
@@ -586,15 +594,123 @@ def _flat_as(arr, shape):
     return np.ravel(arr)
 
 
+_fuse = None
+# A run's recipe (see _fused_recipe), by its key: the per-step cost of the
+# fused path is then a key, a few dict reads and the kernel call, not a plan
+# rebuilt and hashed per backward.  Holds no arrays (slots, dtypes, the kernel).
+_recipes = {}
+_recipes_of = [None, None, None]        # the fuse state the recipes were made under
+MAX_RECIPES = 1024
+
+
+def _fuse_module():
+    global _fuse
+    if _fuse is None:
+        from compiler import fuse
+        _fuse = fuse
+    return _fuse
+
+
+def _slot_state(big, s):
+    """What a run's recipe depends on of slot s's gradient: 0 none, 1 an array,
+    2 one value broadcast (a zero-stride view, read as ``g[:1]``)."""
+    cur = big.get(s)
+    if cur is None:
+        return 0
+    if cur.ndim != 1:
+        cur = cur.reshape(-1)
+    return 2 if cur.strides[0] == 0 and cur.size > 1 else 1
+
+
 def _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
     """Sweep the live records of a run in one generated pass (compiler/fuse.py).
 
     Returns False, having done nothing, when the run has no compiled kernel
     yet (the chunked loop in ``sweep_chain`` handles it then).
     """
-    from compiler import fuse
+    fuse = _fuse or _fuse_module()
     if len(live) > fuse.MAX_RECORDS:
         return False
+    if fuse.FUSE_AFTER is None:         # (fusing off: no recipe is kept or used)
+        recipe = _fused_recipe(fuse, tape, live, fields, grads, scratch_slots)
+        return recipe is not None and _run_recipe(recipe, tape, live, fields, RF, grads, n)
+    if _recipes_of[0] is not fuse.kernel or _recipes_of[1] is not fuse._by_plan \
+            or _recipes_of[2] is not fuse._loaded or len(_recipes) > MAX_RECIPES:
+        # (a test swapped fuse's caches or its kernel lookup: start over)
+        _recipes.clear()
+        _recipes_of[:] = fuse.kernel, fuse._by_plan, fuse._loaded
+    # the key: everything the recipe depends on (the records' opcodes, slots
+    # and dtypes, which saved arrays are one array, which gradients exist or
+    # are broadcast, which slots stay inside the run), no values
+    big = grads.big
+    metas = tape.big
+    ids = {}
+    key = [n]
+    for j in live:
+        f = fields[j]
+        meta = metas[f[5]]
+        go, g0, g1 = f[1], f[3], f[4]
+        key.append((f[0], go, g0, g1,
+                    3 if go in scratch_slots else _slot_state(big, go),
+                    3 if g0 in scratch_slots else (_slot_state(big, g0) if g0 >= 0 else -1),
+                    3 if g1 in scratch_slots else (_slot_state(big, g1) if g1 >= 0 else -1),
+                    tuple(meta.in_dtypes)))
+        for name, arr in meta.saved.items():
+            key.append((name, ids.setdefault(id(arr), len(ids))))
+    key = tuple(key)
+    recipe = _recipes.get(key)
+    if recipe is None:
+        recipe = _fused_recipe(fuse, tape, live, fields, grads, scratch_slots)
+        if recipe is None:
+            return False
+        _recipes[key] = recipe
+    return _run_recipe(recipe, tape, live, fields, RF, grads, n)
+
+
+def _run_recipe(recipe, tape, live, fields, RF, grads, n):
+    """Call a run's fused kernel on this sweep's arrays, as its recipe says."""
+    big = grads.big
+    metas = tape.big
+    fn, ins_spec, outs_spec, saved_spec, consts_spec, zeros = recipe
+    out_arrays = []
+    for s, dt, fresh in outs_spec:
+        if fresh:
+            cur = np.empty(n, dt) if n * dt.itemsize < _ALIGN_MIN else pool.empty(n, dt)
+        else:
+            cur = big[s]
+            if cur.dtype != dt or not cur.flags.writeable or not cur.flags.c_contiguous:
+                cur = np.array(cur, dt).reshape(-1)
+            else:
+                cur = cur.reshape(-1)           # a view: the run adds in place
+        out_arrays.append(cur)
+    args = [n]
+    for s, bcast in ins_spec:
+        if bcast is None:
+            args.append(out_arrays[s])          # the array the run adds to
+        else:
+            g = big[s].reshape(-1)
+            args.append(g[:1] if bcast else g)
+    args += out_arrays
+    for i, name in saved_spec:
+        meta = metas[fields[live[i]][5]]
+        args.append(_flat_as(meta.saved[name], meta.out_shape))
+    for i, col in consts_spec:
+        args.append(float(RF[live[i], col]))
+    fn(*args)
+    for (s, _, _), arr in zip(outs_spec, out_arrays):
+        big[s] = arr
+    for s in zeros:
+        big[s] = np.zeros(n)
+    return True
+
+
+def _fused_recipe(fuse, tape, live, fields, grads, scratch_slots):
+    """How to call a run's fused kernel: (kernel, ins, outs, saved, consts, zeros)
+    with ins (slot, broadcast) or (index into outs, None), outs (slot, dtype,
+    fresh), saved (i, name), consts (i, R column) for the i-th live record
+    (not its place on the tape, which another tape with this key may not
+    share), zeros (slots given a zero gradient); None when the run has no
+    compiled kernel yet."""
     run = fuse.Run()
     outs = {}                   # slot -> index into run.outs
     inner = {}                  # inner slot -> local number, in order met: the
@@ -614,18 +730,20 @@ def _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
                 if s not in outs:
                     outs[s] = len(outs)
                     dt = in_dtypes[pos] if pos < len(in_dtypes) else None
-                    out_dtypes.append(_F64 if dt is None else dt)
+                    out_dtypes.append(_F64 if dt is None else np.dtype(dt))
                 targets.append(('out', outs[s]))
         rows.append((j, rule, tuple(targets)))
     # which arrays the run writes are fresh (stored into: no zero-fill, no read)
-    current = [None] * len(outs)
+    out_slots = [None] * len(outs)
     for s, k in outs.items():
-        current[k] = grads.big.get(s)
-    run.out_fresh = [cur is None for cur in current]
+        out_slots[k] = s
+    run.out_fresh = [grads.big.get(s) is None for s in out_slots]
+    ins_spec = []
     saved_ids = {}
+    saved_spec = []
     zeros = []
-    consts = []
-    for j, rule, targets in rows:
+    consts_spec = []
+    for i, (j, rule, targets) in enumerate(rows):
         go = fields[j][1]
         if go in scratch_slots:
             src = [('local', inner.setdefault(go, len(inner)))]
@@ -635,9 +753,9 @@ def _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
                 k = outs[go]
                 if not run.out_fresh[k]:
                     # the existing gradient is read from the array the run adds to
-                    run.ins.append(k)             # resolved to that array below
+                    ins_spec.append((k, None))
                     run.in_bcast.append(False)
-                    src.append(('in', len(run.ins) - 1))
+                    src.append(('in', len(ins_spec) - 1))
                 src.append(('out', k))
             else:
                 g = grads.big.get(go)
@@ -645,38 +763,25 @@ def _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
                     zeros.append(go)
                 else:
                     g = g.reshape(-1)
-                    bcast = g.strides[0] == 0 and g.size > 1
-                    run.ins.append(g[:1] if bcast else g)
+                    bcast = bool(g.strides[0] == 0 and g.size > 1)
+                    ins_spec.append((go, bcast))
                     run.in_bcast.append(bcast)
-                    src.append(('in', len(run.ins) - 1))
+                    src.append(('in', len(ins_spec) - 1))
         meta = tape.big[fields[j][5]]
         saved = {}
         for name, arr in meta.saved.items():
             k = saved_ids.get(id(arr))
             if k is None:
-                k = saved_ids[id(arr)] = len(run.saved)
-                run.saved.append(_flat_as(arr, meta.out_shape))
+                k = saved_ids[id(arr)] = len(saved_spec)
+                saved_spec.append((i, name))
             saved[name] = k
-        vals = {'c': float(RF[j, 7]), 'd': float(RF[j, 6])}
-        consts += [vals[c] for c in rule.consts]
+        consts_spec += [(i, 7 if c == 'c' else 6) for c in rule.consts]
         run.records.append((rule, tuple(src), targets, tuple(sorted(saved.items()))))
+    run.ins = ins_spec                  # (kernel() reads only how many)
+    run.saved = saved_spec
     fn = fuse.kernel(run)
     if fn is None:
-        return False
-    out_arrays = []
-    for cur, dt in zip(current, out_dtypes):
-        if cur is None:
-            cur = pool.empty(n, dt)
-        elif cur.dtype != dt or not cur.flags.writeable or not cur.flags.c_contiguous:
-            cur = np.array(cur, dt).reshape(-1)
-        else:
-            cur = cur.reshape(-1)           # a view: the run adds in place
-        out_arrays.append(cur)
-    run.outs = out_arrays
-    run.ins = [out_arrays[g] if type(g) is int else g for g in run.ins]
-    fuse.call(fn, run, n, consts)
-    for s, k in outs.items():
-        grads.big[s] = out_arrays[k]
-    for s in zeros:
-        grads.big[s] = np.zeros(n)
-    return True
+        return None
+    outs_spec = [(s, dt, fresh) for s, dt, fresh in zip(out_slots, out_dtypes, run.out_fresh)]
+    return fn, tuple(ins_spec), tuple(outs_spec), tuple(saved_spec), tuple(consts_spec), \
+        tuple(zeros)
