@@ -19,7 +19,9 @@ requires grad, dropout, float16 and ``tape.jit`` tracing take the composite
 instead.  With ``safe`` a query whose every key is masked gets zero weights
 (PyTorch's safe softmax, which MultiheadAttention's path computes), else NaN.
 Under ``create_graph`` the backward is the same formulas in tape ops, on the
-node's saved inputs, so it differentiates again to any order.
+node's saved inputs, so it differentiates again to any order.  The softmax's
+row-wise steps (row max, row sums, ``ds``) are the Numba kernels of
+``compiler/softmax_kernels.py``, one call each over all rows of the scores.
 
 Two entries:
 - ``sdpa(q, k, v, bias, scale, safe)``: q, k, v tensors (..., L, E), as
@@ -37,6 +39,7 @@ from .. import _shapes as _sh
 from .._tape import grad_mode
 from .._tensor import _leaf
 from ..autograd.function import Function, apply_own
+from ._softmax import _kernels
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -44,6 +47,18 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 def attention_forward(q, k, v, bias, scale, safe):
     """(out, p) for arrays q (..., L, E), k (..., S, E), v (..., S, Ev)."""
     s = np.matmul(q, np.swapaxes(k, -1, -2))
+    if s.dtype in DTYPES and s.flags.c_contiguous and s.size:
+        kern = _kernels()
+        s2 = s.reshape(-1, s.shape[-1])
+        if bias is not None:
+            s *= s.dtype.type(scale)
+            s += bias
+            scale = 1.0
+        # s * scale - row max (shifted by 0 where a row is all -inf and safe)
+        kern.shift(s2, s2, float(scale), bool(safe))
+        np.exp(s, out=s)                        # (<= 0 or NaN: no overflow, nothing invalid)
+        kern.normalize(s2, bool(safe))          # (that row's zeros stay zeros)
+        return np.matmul(s, v), s
     s *= s.dtype.type(scale)
     if bias is not None:
         s += bias
@@ -68,8 +83,15 @@ def attention_backward(g, q, k, v, p, scale):
     """(dq, dk, dv) arrays for the output gradient ``g``."""
     dv = np.matmul(np.swapaxes(p, -1, -2), g)
     dp = np.matmul(g, np.swapaxes(v, -1, -2))
-    ds = dp * p
-    ds -= p * ds.sum(axis=-1, keepdims=True)
+    if dp.dtype in DTYPES and dp.dtype == p.dtype and dp.flags.c_contiguous \
+            and p.flags.c_contiguous and dp.size:
+        ds = dp                                 # ds = p * (dp - sum(dp * p)), in place
+        p2 = p.reshape(-1, p.shape[-1])
+        d2 = ds.reshape(p2.shape)
+        _kernels().softmax_backward(p2, d2, d2)
+    else:
+        ds = dp * p
+        ds -= p * ds.sum(axis=-1, keepdims=True)
     sc = ds.dtype.type(scale)
     dq = np.matmul(ds, k)
     dq *= sc

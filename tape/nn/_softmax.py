@@ -15,6 +15,10 @@ refused), and the backward is one pass
 written in tape ops when ``create_graph`` is on: ``y`` is then the recorded
 output of this node, so the gradient differentiates again through it, to any
 order, as PyTorch's ``_softmax_backward_data`` does.
+
+Along the last dim of a C-contiguous array (rows) the row-wise steps are
+Numba kernels (``compiler/softmax_kernels.py``): NumPy's reductions along a
+short last axis cost more than the exp.  Other dims keep the NumPy code.
 """
 import numpy as np
 
@@ -24,6 +28,24 @@ from .._tensor import _leaf
 from ..autograd.function import Function
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+_softmax_kernels = None
+
+
+def _kernels():
+    """compiler.softmax_kernels, imported on first use (nothing compiles at import)."""
+    global _softmax_kernels
+    if _softmax_kernels is None:
+        import compiler.softmax_kernels as k
+        _softmax_kernels = k
+    return _softmax_kernels
+
+
+def _rows(a, dim):
+    """``a`` as rows (n, c) when ``dim`` is its last and it is C-contiguous, else None."""
+    if dim == a.ndim - 1 and a.flags.c_contiguous:
+        return a.reshape(-1, a.shape[-1])
+    return None
 
 
 def _output(ctx, arr, dim):
@@ -45,6 +67,15 @@ class _Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         xd = np.asarray(x._data)
+        x2 = _rows(xd, dim)
+        if x2 is not None:
+            k = _kernels()
+            e = np.empty(xd.shape, xd.dtype)
+            e2 = e.reshape(x2.shape)
+            k.shift(x2, e2, 1.0, False)
+            np.exp(e, out=e)                    # (<= 0 or NaN: no overflow, nothing invalid)
+            k.normalize(e2, False)
+            return _output(ctx, e, dim)
         with np.errstate(all='ignore'):        # an all -inf or a +inf row gives NaN
             e = xd - xd.max(axis=dim, keepdims=True)
             np.exp(e, out=e)
@@ -56,6 +87,12 @@ class _Softmax(Function):
         y, dim, yd, gd = _saved(ctx, g)
         if grad_mode.enabled:
             return _ops.mul(y, _ops.sub(g, _ops.sum_(_ops.mul(g, y), dim, True))), None
+        y2 = _rows(yd, dim)
+        if y2 is not None:
+            gx = np.empty(yd.shape, yd.dtype)
+            _kernels().softmax_backward(y2, np.ascontiguousarray(gd).reshape(y2.shape),
+                                        gx.reshape(y2.shape))
+            return _leaf(gx), None
         gx = np.multiply(gd, yd)
         dot = gx.sum(axis=dim, keepdims=True)
         np.subtract(gd, dot, out=gx)
@@ -67,6 +104,15 @@ class _LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         xd = np.asarray(x._data)
+        x2 = _rows(xd, dim)
+        if x2 is not None:
+            k = _kernels()
+            z = np.empty(xd.shape, xd.dtype)
+            z2 = z.reshape(x2.shape)
+            k.shift(x2, z2, 1.0, False)
+            ez = np.exp(z)                      # (<= 0 or NaN: no overflow, nothing invalid)
+            k.log_normalize(z2, ez.reshape(x2.shape))
+            return _output(ctx, z, dim)
         with np.errstate(all='ignore'):        # an all -inf or a +inf row gives NaN
             z = xd - xd.max(axis=dim, keepdims=True)
             z -= np.log(np.exp(z).sum(axis=dim, keepdims=True))
@@ -78,6 +124,11 @@ class _LogSoftmax(Function):
         if grad_mode.enabled:
             return _ops.sub(g, _ops.mul(_ops.exp(y), _ops.sum_(g, dim, True))), None
         gx = np.exp(yd)
+        y2 = _rows(yd, dim)
+        if y2 is not None:
+            _kernels().log_softmax_backward(np.ascontiguousarray(gd).reshape(y2.shape),
+                                            gx.reshape(y2.shape))
+            return _leaf(gx), None
         gx *= gd.sum(axis=dim, keepdims=True)
         np.subtract(gd, gx, out=gx)
         return _leaf(gx), None
