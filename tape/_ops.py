@@ -430,6 +430,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
     uf = _UFUNCS.get(npf)
     # the inline path records the constant in the record and saves nothing else
     slow_const = sop is None or s_saves_a or s_saves_out
+    save_a_lane = sop is not None and s_saves_a and not s_saves_out
+    slow_rconst = rop is None or 'a' in RULES[rop].saves or 'out' in RULES[rop].saves
     strict = False      # True in fwd.method (see _as_method)
 
     def fwd(a, b):
@@ -447,6 +449,26 @@ def _binary(name, scalar_name, rscalar_name, npf):
                     slot = tape.gpos
                     tape.gpos = slot + (n or 1)
                     tape.rec += _PACK_C(sop, slot, n, a._goff, -1, 0, 0, b)
+                    t = _TNEW(Tensor)
+                    t._data = out
+                    t._rg = True
+                    t._tape = tape
+                    t._goff = slot
+                    t._rec = tape.n
+                    tape.n += 1
+                    return t
+            elif tape is not None and tape.alias is None and save_a_lane and (
+                    not _OFF[0] or grad_mode.enabled):
+                # ``x ** 2``: as above, saving a (on the tape, so no version box)
+                n = ad.size
+                if n < BIG:
+                    out = npf(ad, b)
+                    slot = tape.gpos
+                    tape.gpos = slot + (n or 1)
+                    v = tape.vpos
+                    tape.saved.append(ad)
+                    tape.vpos = v + n
+                    tape.rec += _PACK_C(sop, slot, n, a._goff, -1, v, 0, b)
                     t = _TNEW(Tensor)
                     t._data = out
                     t._rg = True
@@ -573,6 +595,25 @@ def _binary(name, scalar_name, rscalar_name, npf):
 
     def rfwd(a, b):                # b (op) a, with b not a Tensor
         tb = type(b)
+        if (tb is float or tb is int) and not slow_rconst:
+            tape = a._tape
+            # the fast lane, as fwd's: ``0.5 * x`` of a tensor on a live tape
+            if tape is not None and tape.alias is None and (not _OFF[0] or grad_mode.enabled):
+                ad = a._data
+                n = ad.size
+                if n < BIG:
+                    out = npf(b, ad)
+                    slot = tape.gpos
+                    tape.gpos = slot + (n or 1)
+                    tape.rec += _PACK_C(rop, slot, n, a._goff, -1, 0, 0, b)
+                    t = _TNEW(Tensor)
+                    t._data = out
+                    t._rg = True
+                    t._tape = tape
+                    t._goff = slot
+                    t._rec = tape.n
+                    tape.n += 1
+                    return t
         if tb is float or tb is int or isinstance(b, _scalar_types):
             if isinstance(b, (np.floating, np.integer)):
                 b = b.item()
@@ -938,7 +979,24 @@ def _view_record(a, out, name):
     return _leaf(out)
 
 
+_INFERRED = {}       # (requested sizes, input size) -> the full shape
+
+
 def _infer_shape(shape, size, opname, src_shape):
+    """``shape`` (a tuple of ints, one of them maybe -1) for ``size`` elements, or
+    PyTorch's error.  Remembered: a model reshapes to the same sizes every step."""
+    key = (shape, size)
+    full = _INFERRED.get(key)
+    if full is not None:
+        return full
+    full = _infer_shape_uncached(shape, size, opname, src_shape)
+    if len(_INFERRED) > 4096:
+        _INFERRED.clear()
+    _INFERRED[key] = full
+    return full
+
+
+def _infer_shape_uncached(shape, size, opname, src_shape):
     shape = list(shape)
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
@@ -964,7 +1022,7 @@ def reshape(a, *shape):
     can still be viewed), UnsafeViewBackward0 (the elements had to be copied)."""
     d = a._data
     shape = _infer_shape(_sizes(shape, 'reshape', 'shape'), d.size, 'reshape', d.shape)
-    out = np.reshape(d, shape)
+    out = d.reshape(shape) if type(d) is np.ndarray else np.reshape(d, shape)
     if type(d) is not np.ndarray or d.flags.c_contiguous:
         return _as_view(_view_record(a, out, 'reshape'), a, lambda m: m.reshape(shape))
     # NumPy copied exactly when no strides give the new shape (as torch decides)
@@ -978,7 +1036,7 @@ def view(a, *shape):
         return a.to(shape[0])
     d = a._data
     shape = _infer_shape(_sizes(shape), d.size, 'view', d.shape)
-    out = np.reshape(d, shape)
+    out = d.reshape(shape) if type(d) is np.ndarray else np.reshape(d, shape)
     if type(d) is np.ndarray and not d.flags.c_contiguous and not np.may_share_memory(out, d):
         # NumPy had to copy: no strides give the new shape.  View ops (t, transpose,
         # permute, slicing, expand) give the strides torch gives, but other ops may
