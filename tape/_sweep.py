@@ -38,6 +38,7 @@ SECOND_BACKWARD = (
 _EMPTY_F = np.zeros(1)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
 _EMPTY_I = np.zeros(1, dtype=np.int64)
 _NO_INTS = np.zeros(0, dtype=np.int64)
 _kernel = None
@@ -140,7 +141,7 @@ def pack(tape, f64=False):
     if packed is not None and packed[0] == tape.n and not (f64 and packed[2].dtype != _F64):
         return packed[1:]
     rec = tape.rec[:]
-    R = np.ndarray((len(rec) // (8 * REC), REC), np.int64, rec)
+    R = np.ndarray((len(rec) // (8 * REC), REC), _I64, rec)
     saved, attrs = tape.saved, tape.attrs
     if tape.hooked:
         # saved-tensor hooks packed values: each backward reads what unpack_hook
@@ -165,8 +166,34 @@ def pack(tape, f64=False):
             V = np.concatenate(saved, axis=None)    # float32 only if every part is
         if V.dtype != _F32 or f64 or _wide_leaf(tape):
             V = V.astype(np.float64, copy=False)
-    A = np.concatenate(attrs, axis=None, dtype=np.int64) if attrs else _EMPTY_I
+    A = _joined_attrs(tape, attrs) if attrs else _EMPTY_I
     return R, V, A
+
+
+def _joined_attrs(tape, attrs):
+    """The attributes as one int64 array: ``np.concatenate(attrs, dtype=int64)``
+    without its cost on the usual few int64 index maps.  One array that the
+    sweep can read as is (int64, contiguous, writeable: Numba compiles a
+    read-only array as another type) is used as is, a view (the sweep never
+    writes A); several are joined by their bytes when that gives 8 bytes an
+    element (every part int64: NumPy's integer and bool types are at most 8
+    bytes wide, and float attributes cannot be concatenated as int64 at all).
+    """
+    if len(attrs) == 1:
+        a = attrs[0]
+        if type(a) is np.ndarray and a.dtype == _I64 and a.ndim == 1:
+            flags = a.flags
+            if flags.c_contiguous and flags.writeable:
+                return a
+    else:
+        try:
+            buf = bytearray().join(attrs)
+        except TypeError:
+            buf = None
+        if buf is not None and len(buf) == 8 * tape.apos and all(
+                type(a) is np.ndarray and a.ndim == 1 for a in attrs):
+            return np.frombuffer(buf, _I64)
+    return np.concatenate(attrs, axis=None, dtype=np.int64)
 
 
 def _joined(tape, saved=None):
@@ -520,14 +547,29 @@ def _run_scalar(root, retain_graph, seed):
         _, R, V, A = packed
     else:
         R, V, A = pack(tape)
-    if V.dtype == _F32 and root._data.dtype != _F32:
+    dt = V.dtype
+    if dt == _F32 and root._data.dtype != _F32:
         V = V.astype(np.float64)        # (_arena_for)
-    G = np.zeros(tape.gpos, V.dtype)
-    reach = np.zeros(tape.gpos, np.uint8)
+        dt = _F64
+    gpos = tape.gpos
     if seed is None:
+        G = np.zeros(gpos, dt)
         G[s] = 1.0
     else:
-        G[s:s + root._data.size] = seed.reshape(-1)
+        n = root._data.size
+        if gpos < ZERO_SPLIT:
+            G = np.zeros(gpos, dt)
+            G[s:s + n] = seed.reshape(-1)
+        else:
+            # a large arena: zero only what the seed does not fill (np.zeros
+            # would write the seed's part twice)
+            G = np.empty(gpos, dt)
+            if s:
+                G[:s] = 0.0
+            G[s:s + n] = seed.reshape(-1)
+            if s + n < gpos:
+                G[s + n:] = 0.0
+    reach = np.zeros(gpos, np.uint8)
     reach[s] = 1
     kern = _kernel
     if kern is None:
@@ -551,44 +593,56 @@ def _run_scalar(root, retain_graph, seed):
             raise RuntimeError(SECOND_BACKWARD)
         if stale:
             tape.check_versions(R, used)
-    for leaf, s in tape.leaves:
-        if s >= BIG_BASE or leaf._extra is not None or not leaf._rg:
+    for leaf, ls in tape.leaves:
+        if not leaf._rg:
+            continue        # (stopped requiring grad since: PyTorch's AccumulateGrad skips it)
+        ext = leaf._extra
+        if ls >= BIG_BASE or ext is not None and (ext.get('hooks') or 'post_accumulate' in ext):
             if store is None:
                 store = Grads(G, reach)
-            _deliver(leaf, s, store)
-        elif reach[s]:                  # inline: the common small leaf without hooks
+            _deliver(leaf, ls, store)
+        elif reach[ls]:
+            # inline: the common small leaf without hooks (its _extra, if any,
+            # holds nothing delivery reads: the view tapes of a weight whose
+            # W.t() the graph recorded, say)
             d = leaf._data
             cur = leaf._grad
             if cur is None:
-                leaf._grad = _leaf(G[s:s + d.size].astype(d.dtype).reshape(d.shape))
-            else:
-                cd = cur._data
-                size = d.size
-                if type(cd) is np.ndarray and cd.size == size:
-                    flags = cd.flags
-                    if flags.c_contiguous and flags.writeable:
-                        _acc_kernel(cd.reshape(-1), G, s)
-                    else:
-                        _accumulate(leaf, G[s:s + size])
-                else:
-                    _accumulate(leaf, G[s:s + size])
+                g = G[ls:ls + d.size].astype(d.dtype)      # a copy: G dies here
+                leaf._grad = _leaf(g if d.ndim == 1 else g.reshape(d.shape))
+                continue
+            cd = cur._data
+            size = d.size
+            if type(cd) is np.ndarray and cd.size == size:
+                flags = cd.flags
+                if flags.c_contiguous and flags.writeable:
+                    _acc_kernel(cd if cd.ndim == 1 else cd.reshape(-1), G, ls)
+                    continue
+            _accumulate(leaf, G[ls:ls + size])
     if retain_graph:
         if not tape.hooked:
             tape.packed = (tape.n, R, V, A)
     elif tape.bpos == BIG_BASE:
-        # (Grads.all_reached and reached_records for a tape without big slots;
-        # over a large arena, counting the records' flags beats counting all)
-        if len(reach) > 4096:
-            used = reach[R[:, 1]] != 0
-            release(tape, None if np.count_nonzero(used) == len(used) else used, R)
+        # (Grads.all_reached and reached_records for a tape without big slots)
+        if gpos <= 2048:
+            # a small arena: counting its reached slots is cheapest
+            used = None if np.count_nonzero(reach) == tape.n + len(tape.leaves) + tape.xslots \
+                else reach[R[:, 1]] != 0
         else:
-            release(tape, None if np.count_nonzero(reach)
-                    == tape.n + len(tape.leaves) + tape.xslots else reach[R[:, 1]] != 0, R)
-    elif store is None:
-        store = Grads(G, reach)
-        release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
+            # else look up the records' result slots only (every record
+            # reached: as good as every slot, for what release does)
+            used = reach[R[:, 1]]
+            used = None if used.tobytes().count(0) == 0 else used != 0
+        release(tape, used, R)
     else:
+        if store is None:
+            store = Grads(G, reach)
         release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
+
+
+# arenas of this many elements or more are zeroed around y.backward(g)'s seed
+# rather than whole
+ZERO_SPLIT = 4096
 
 
 def _acc_kernel(dst, G, s):
@@ -614,12 +668,18 @@ def release(tape, used, R):
         # a custom Function's record is not freed by record (SAVING): its ctx
         # frees what it saved, so a backward that reads no saved tensor may
         # run again, as in PyTorch
-        # (found with NumPy: a Python loop over every record cost ~0.1 us each)
-        is_py = R[:, 0] == _PYTHON_OP
-        if used is not None:
-            np.logical_and(is_py, used[:len(R)], out=is_py)
-        for k in np.flatnonzero(is_py).tolist():
-            ctx = getattr(tape.py[int(R[k, 6])], 'ctx', None)
+        if used is None and len(R) == tape.n:
+            # every record was reached, so every Python one: tape.py holds
+            # one entry per Python record of the tape (appended with it)
+            pys = tape.py
+        else:
+            # (found with NumPy: a Python loop over every record cost ~0.1 us each)
+            is_py = R[:, 0] == _PYTHON_OP
+            if used is not None:
+                np.logical_and(is_py, used[:len(R)], out=is_py)
+            pys = [tape.py[int(R[k, 6])] for k in np.flatnonzero(is_py).tolist()]
+        for p in pys:
+            ctx = getattr(p, 'ctx', None)
             if ctx is not None:
                 ctx._released = True
                 ctx._saved = ()
