@@ -168,12 +168,15 @@ class Grads:
                 self.big[slot] = flat
             else:
                 cur += flat
-        elif self.reach[slot]:
-            self.G[slot:slot + size] += np.ravel(value)
         else:
-            # the slot's first gradient: a casting copy beats NumPy's mixed-dtype +=
-            self.reach[slot] = 1
-            np.copyto(self.G[slot:slot + size], np.ravel(value))
+            # (reshape and slice assignment: half the cost of np.ravel and np.copyto)
+            flat = value.reshape(-1) if type(value) is np.ndarray else np.ravel(value)
+            if self.reach[slot]:
+                self.G[slot:slot + size] += flat
+            else:
+                # the slot's first gradient: a casting copy beats NumPy's mixed-dtype +=
+                self.reach[slot] = 1
+                self.G[slot:slot + size] = flat
 
     def set(self, slot, size, value):
         """Replace a slot's gradient (a hook's returned tensor)."""

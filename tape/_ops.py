@@ -1452,6 +1452,7 @@ def linear_records(inp, w, bias):
         saved = tape.saved
         saved.append(ad)
         saved.append(wt)
+        tape.strided_saved = True
         tape.vpos = v + m * k + k * nout
         tape.rec += _PACK(_OP_MM, sm, n, g0, st, v, m, k)
     tape.n += 1

@@ -210,6 +210,8 @@ def _joined(tape, saved=None):
     if saved is None:
         saved = tape.saved
     try:
+        if tape.strided_saved:
+            raise TypeError     # (known to hold one: skip the plain join's failing try)
         buf = bytearray().join(saved)     # a bytearray: V must be writeable
     except TypeError:
         # a part that is not contiguous (F.linear's transposed weight): its

@@ -119,7 +119,7 @@ class Tape:
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
-                 'big', 'nonfloat_saved', 'hooked', '__weakref__')
+                 'big', 'nonfloat_saved', 'strided_saved', 'hooked', '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -151,6 +151,9 @@ class Tape:
         # saved holds an integer or bool array (an op between a float tensor
         # and an integer one): pack must convert, it cannot join the bytes
         self.nonfloat_saved = False
+        # saved holds an array that is not C-contiguous (F.linear's W.t()): pack
+        # joins C-order copies of such parts without trying the plain join first
+        self.strided_saved = False
         self.freed = None       # (V, A lengths) dropped when every record died
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
@@ -537,6 +540,7 @@ def merge(dst, src):
     dst.saved.extend(src.saved)
     dst.vpos += src.vpos
     dst.nonfloat_saved = dst.nonfloat_saved or src.nonfloat_saved
+    dst.strided_saved = dst.strided_saved or src.strided_saved
     dst.attrs.extend(src.attrs)
     dst.apos += src.apos
     for t, slot in src.leaves:
