@@ -353,11 +353,14 @@ class _ConvWeightGrad(Function):
 
 
 # -- a conv2d layer as one record -----------------------------------------------------------
-# For the common layer (groups 1, float32/64, a batch): the columns of the whole batch
-# laid out (C*kh*kw, N*L), one product W @ cols, then back to NCHW with the bias added
-# in the same pass; the columns are kept for the weight gradient, which is then one
-# product without building them again, and the backward turns gy into (Cout, N*L)
-# once for the weight's, the bias's and the input's gradients.
+# For the common layer (groups 1, float32/64, a batch): the columns built per sample,
+# (N, C*kh*kw, L), and one product per sample W @ cols[b] (NumPy's stacked matmul,
+# one BLAS call each) that writes NCHW output directly, the bias added in place.  The
+# columns are kept for the weight gradient, which is then one product per sample
+# without building them again; the input gradient is likewise W.T @ gy[b] per sample,
+# then col2im.  Per-sample products keep each sample's operands in cache: they
+# measured 1.3-2.5x faster than one (Cout, N*L) product over the whole batch, and need
+# no transposed copy of gy.
 _KEEP_COLS = 1 << 23        # columns kept up to this many elements (32 MB in float32)
 
 
@@ -367,18 +370,15 @@ def _layer_fast_ok(x, w, groups):
 
 
 def _conv_layer_forward(x, w, b, geom):
-    """(y, cols): y = conv(x, w) + b as (N, Cout, OH, OW), cols (C*kh*kw, N*OH*OW)."""
-    from compiler.conv_kernels import rows_to_samples
+    """(y, cols): y = conv(x, w) + b as (N, Cout, OH, OW), cols (N, C*kh*kw, OH*OW)."""
     n = x.shape[0]
     cout, c, kh, kw = w.shape
     oh, ow = _out_hw(x.shape[2:], (kh, kw), geom)
-    cols = _columns(np.ascontiguousarray(x), kh, kw, geom, oh, ow, sample_major=False)
-    cols = cols.reshape(c * kh * kw, n * oh * ow)
-    yt = np.matmul(w.reshape(cout, c * kh * kw), cols)            # (Cout, N*L)
-    y = np.empty((n, cout, oh, ow), x.dtype)
-    bias = np.zeros(0, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
-    rows_to_samples(yt.reshape(cout, n, oh * ow), bias, y)
-    return y, cols
+    cols = _columns(np.ascontiguousarray(x), kh, kw, geom, oh, ow)
+    y = np.matmul(np.ascontiguousarray(w).reshape(cout, c * kh * kw), cols)   # (N, Cout, L)
+    if b is not None:
+        y += np.asarray(b, x.dtype).reshape(cout, 1)
+    return y.reshape(n, cout, oh, ow), cols
 
 
 def _conv_layer_backward(ctx, g):
@@ -390,25 +390,25 @@ def _conv_layer_backward(ctx, g):
     geom = ctx.geom
     n, cout, oh, ow = g.shape
     _, c, kh, kw = wd.shape
-    ckk, m = c * kh * kw, n * oh * ow
-    g3 = np.asarray(g, xd.dtype).reshape(n, cout, oh * ow)
+    ckk = c * kh * kw
+    g3 = np.ascontiguousarray(g, xd.dtype).reshape(n, cout, oh * ow)
     gx = gw = gb = None
     if need_b:
         gb = g3.sum((0, 2))
     if need_w:
         cols = ctx.cols
         if cols is None:
-            cols = _columns(xd, kh, kw, geom, oh, ow, sample_major=False).reshape(ckk, m)
-        # one product per sample, gy[b] @ cols[:, b].T, summed: each sample's operands
-        # stay in cache (a single (Cout, N*L) @ (N*L, C*kh*kw) product measured 2-4x
-        # slower here, and needed gy transposed first)
-        cols3 = cols.reshape(ckk, n, oh * ow).transpose(1, 2, 0)          # (N, L, C*kh*kw)
-        gw = np.matmul(g3, cols3).sum(0).reshape(wd.shape)
+            cols = _columns(xd, kh, kw, geom, oh, ow)
+        # gy[b] @ cols[b].T per sample, summed (cols[b].T a transposed operand that
+        # BLAS reads in place)
+        gw = np.matmul(g3, cols.transpose(0, 2, 1)).sum(0).reshape(wd.shape)
     if need_x:
-        gyt = np.ascontiguousarray(g3.transpose(1, 0, 2)).reshape(cout, m)
-        dcols = np.ascontiguousarray(wd.reshape(cout, ckk).T) @ gyt           # (C*kh*kw, N*L)
-        gx = np.empty(xd.shape, xd.dtype)
-        col2im(dcols.reshape(ckk, n, oh * ow), kh, kw, *_kernel_args(geom), oh, ow, gx, False)
+        dcols = np.matmul(np.ascontiguousarray(wd.reshape(cout, ckk).T), g3)   # (N, ckk, L)
+        if _is_pointwise((kh, kw), geom) and tuple(xd.shape[2:]) == (oh, ow):
+            gx = dcols.reshape(xd.shape)
+        else:
+            gx = np.empty(xd.shape, xd.dtype)
+            col2im(dcols, kh, kw, *_kernel_args(geom), oh, ow, gx, True)
     ctx.cols = None
     return gx, gw, gb
 
@@ -916,7 +916,7 @@ _MaxPool._backward_name = 'MaxPool2DWithIndicesBackward0'
 
 def _max_pool_compiled(xd, k, geom, oh, ow):
     """(maxima, indices) of ``_max_pool_indices`` from the compiled kernels (float32/64)."""
-    from compiler.conv_kernels import max_pool, max_pool_unpadded
+    from compiler.conv_kernels import max_pool, max_pool_2x2, max_pool_unpadded
     n, c = xd.shape[:2]
     kh, kw = k
     (pt, _), (pl, _) = geom.pads
@@ -925,7 +925,10 @@ def _max_pool_compiled(xd, k, geom, oh, ow):
     out = np.empty((n, c, oh, ow), xd.dtype)
     idx = np.empty((n, c, oh, ow), np.int64)
     if geom.pads == ((0, 0), (0, 0)) and geom.dilation == (1, 1):
-        max_pool_unpadded(xd, kh, kw, sh, sw, oh, ow, out, idx)
+        if (kh, kw, sh, sw) == (2, 2, 2, 2):
+            max_pool_2x2(xd, oh, ow, out, idx)
+        else:
+            max_pool_unpadded(xd, kh, kw, sh, sw, oh, ow, out, idx)
     else:
         max_pool(xd, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, idx)
     return out, idx
