@@ -181,48 +181,82 @@ def _array(t, dt):
     return None if t is None else np.asarray(t._data, dtype=dt)
 
 
-def _layer(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse, batch_sizes):
-    """One direction of one layer, fused when it can be (see ``_fused_ok``)."""
+def _layer(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse, batch_sizes,
+           lead=False, batch_first=False):
+    """One direction of one layer, fused when it can be (see ``_fused_ok``).  With
+    ``lead`` the states come and go with a leading dimension of 1, (1, N, H): the
+    whole (L*D, N, H) state of a one-layer one-direction module, which then needs
+    no indexing or stacking around the layer.  With ``batch_first`` ``x`` and the
+    output are (N, T, .), which the fused layer reads and writes as they are."""
     if _fused_ok(x):
         bs = None if batch_sizes is None else tuple(int(b) for b in batch_sizes)
-        res = _FusedLayer.apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, reverse, bs)
+        res = _FusedLayer.apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, reverse, bs,
+                                lead, batch_first)
         return res if mode == 'LSTM' else (res[0], res[1], None)
-    return _composite_layer(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse,
-                            batch_sizes)
+    return _composite_as_fused(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse,
+                               batch_sizes, lead, batch_first)
 
 
-def _schedule(x_shape, batch_sizes, reverse):
-    """(steps in the order they run, row offset of each step, rows of each step)."""
+def _composite_as_fused(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse,
+                        batch_sizes, lead, batch_first):
+    """``_composite_layer`` taking and giving what ``_FusedLayer`` does (states with a
+    leading 1 when ``lead``, batch-first input and output when ``batch_first``)."""
+    if lead:
+        h0, c0 = h0[0], None if c0 is None else c0[0]
+    if batch_first:
+        x = x.transpose(0, 1)
+    out, h, c = _composite_layer(mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse,
+                                 batch_sizes)
+    if batch_first:
+        out = out.transpose(0, 1)
+    if lead:
+        h, c = h.unsqueeze(0), None if c is None else c.unsqueeze(0)
+    return out, h, c
+
+
+def _schedule(x_shape, batch_sizes, reverse, batch_first):
+    """(steps in the order they run, first row of each step, rows of each step,
+    the stride between a step's rows, each step's rows as a slice) of the
+    sequence buffers: (N*T, .) with row n*T + t when ``batch_first``, else
+    (T*N, .) or packed, a step's rows one after another."""
     if batch_sizes is None:
-        steps, n = x_shape[0], x_shape[1]
+        steps, n = (x_shape[1], x_shape[0]) if batch_first else (x_shape[0], x_shape[1])
         bs = [n] * steps
+        stride = steps if batch_first else 1
+        off = [t * (1 if batch_first else n) for t in range(steps)]
     else:
         bs = list(batch_sizes)
         steps = len(bs)
-    off = [0] * steps
-    for t in range(1, steps):
-        off[t] = off[t - 1] + bs[t - 1]
+        stride = 1
+        off = [0] * steps
+        for t in range(1, steps):
+            off[t] = off[t - 1] + bs[t - 1]
     order = range(steps - 1, -1, -1) if reverse else range(steps)
-    return order, off, bs
+    rows = [slice(lo, lo + (b - 1) * stride + 1, stride) for lo, b in zip(off, bs)]
+    return order, off, bs, stride, rows
 
 
 class _FusedLayer(Function):
     """One direction of one recurrent layer over the whole sequence, one node.
 
-    Inputs: ``x`` (T, N, I) time-major, or packed data (sum(batch_sizes), I);
-    the initial states ``h0`` (N, H_out) and, for the LSTM, ``c0`` (N, H); the
-    layer's weights and biases (None where absent).  Outputs: the hidden state of
-    every step, shaped as ``x`` with H_out features, the final h and, for the LSTM,
-    the final c.  The node's name is the one PyTorch's CPU build gives its fused
-    LSTM layer (``MkldnnRnnLayerBackward0``; cuDNN's is ``CudnnRnnBackward0``).
+    Inputs: ``x`` (T, N, I) time-major ((N, T, I) when ``batch_first``), or
+    packed data (sum(batch_sizes), I); the initial states ``h0`` (N, H_out) and,
+    for the LSTM, ``c0`` (N, H), each with a leading dimension of 1 when ``lead``;
+    the layer's weights and biases (None where absent).  Outputs: the hidden state
+    of every step, shaped as ``x`` with H_out features, the final h and, for the
+    LSTM, the final c, shaped as h0 and c0.  The node's name is the one PyTorch's
+    CPU build gives its fused LSTM layer (``MkldnnRnnLayerBackward0``; cuDNN's is
+    ``CudnnRnnBackward0``).
     """
     @staticmethod
-    def forward(ctx, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, reverse, batch_sizes):
+    def forward(ctx, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, reverse, batch_sizes,
+                lead, batch_first):
         from compiler import rnn_kernels as K
         xd = np.asarray(x._data)
         dt = xd.dtype
         x2 = np.ascontiguousarray(xd).reshape(-1, xd.shape[-1])
-        order, off, bs = _schedule(xd.shape, batch_sizes, reverse)
+        order, off, bs, stride, rows = _schedule(xd.shape, batch_sizes, reverse,
+                                                 batch_first)
         n_rows = x2.shape[0]
         wih, whh, whr = _array(w_ih, dt), _array(w_hh, dt), _array(w_hr, dt)
         gate_size, h_out_size = whh.shape
@@ -233,7 +267,7 @@ class _FusedLayer(Function):
                 gates += _array(b_ih, dt)
             else:
                 gates += _array(b_ih, dt) + _array(b_hh, dt)
-        h_state = np.array(h0._data, dtype=dt, order='C')
+        h_state = np.array(h0._data, dtype=dt, order='C').reshape(-1, h_out_size)
         hh = np.empty((h_state.shape[0], gate_size), dt)
         h_prev = np.empty((n_rows, h_out_size), dt)
         out = np.empty((n_rows, h_out_size), dt)
@@ -244,7 +278,7 @@ class _FusedLayer(Function):
         if mode == 'LSTM':
             hs = gate_size // 4
             proj = whr is not None
-            c_state = np.array(c0._data, dtype=dt, order='C')
+            c_state = np.array(c0._data, dtype=dt, order='C').reshape(-1, hs)
             c_prev = np.empty((n_rows, hs), dt)
             tanh_c = np.empty((n_rows, hs), dt)
             h_cell = np.empty((n_rows, hs), dt) if proj else out
@@ -253,10 +287,11 @@ class _FusedLayer(Function):
                 b, lo = bs[t], off[t]
                 np.matmul(h_state[:b], whh_t, out=hh[:b])
                 K.lstm_forward_step(gates, hh, c_state, c_prev, tanh_c, h_state, h_prev,
-                                    h_cell, lo, b, proj)
+                                    h_cell, lo, b, stride, proj)
                 if proj:
-                    np.matmul(h_cell[lo:lo + b], whr_t, out=out[lo:lo + b])
-                    h_state[:b] = out[lo:lo + b]
+                    step_out = out[rows[t]]
+                    np.matmul(h_cell[rows[t]], whr_t, out=step_out)
+                    h_state[:b] = step_out
             ctx.arrays = (gates, c_prev, tanh_c, h_prev, h_cell if proj else None)
         elif mode == 'GRU':
             bhh = _array(b_hh, dt) if b_hh is not None else np.zeros(gate_size, dt)
@@ -264,21 +299,23 @@ class _FusedLayer(Function):
             for t in order:
                 b, lo = bs[t], off[t]
                 np.matmul(h_state[:b], whh_t, out=hh[:b])
-                K.gru_forward_step(gates, hh, bhh, hh_n, h_state, h_prev, out, lo, b)
+                K.gru_forward_step(gates, hh, bhh, hh_n, h_state, h_prev, out, lo, b, stride)
             ctx.arrays = (gates, hh_n, h_prev)
         else:
             relu = mode == 'RNN_RELU'
             for t in order:
                 b, lo = bs[t], off[t]
                 np.matmul(h_state[:b], whh_t, out=hh[:b])
-                K.rnn_forward_step(gates, hh, h_state, h_prev, out, lo, b, relu)
+                K.rnn_forward_step(gates, hh, h_state, h_prev, out, lo, b, stride, relu)
             # the outputs, kept apart from the returned tensor that may be changed in place
             ctx.arrays = (out.copy(), h_prev)
         ctx.mode, ctx.reverse, ctx.batch_sizes = mode, reverse, batch_sizes
+        ctx.lead, ctx.batch_first = lead, batch_first
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr)
-        res = (_leaf(out.reshape(xd.shape[:-1] + (h_out_size,))), _leaf(h_state))
-        return res + (_leaf(c_state),) if mode == 'LSTM' else res
+        res = (_leaf(out.reshape(xd.shape[:-1] + (h_out_size,))),
+               _leaf(h_state.reshape(h0.shape)))
+        return res + (_leaf(c_state.reshape(c0.shape)),) if mode == 'LSTM' else res
 
     @staticmethod
     def backward(ctx, *grads):
@@ -297,16 +334,17 @@ def _fused_backward(ctx, saved, grads):
     need = ctx.needs_input_grad
     xd = np.asarray(x._data)
     dt = xd.dtype
-    order, off, bs = _schedule(xd.shape, ctx.batch_sizes, ctx.reverse)
+    order, off, bs, stride, rows = _schedule(xd.shape, ctx.batch_sizes, ctx.reverse,
+                                             ctx.batch_first)
     whh = _array(w_hh, dt)
     gate_size, h_out_size = whh.shape
     n_rows = int(math.prod(xd.shape[:-1]))
     g_out, g_h = grads[0], grads[1]
     dout = np.zeros((n_rows, h_out_size), dt) if g_out is None else \
         np.ascontiguousarray(np.asarray(g_out._data, dtype=dt)).reshape(n_rows, h_out_size)
-    n = h0.shape[0]
-    dh = np.zeros((n, h_out_size), dt) if g_h is None else np.array(g_h._data, dtype=dt,
-                                                                     order='C')
+    n = h0.shape[-2]
+    dh = np.zeros((n, h_out_size), dt) if g_h is None else \
+        np.array(g_h._data, dtype=dt, order='C').reshape(n, h_out_size)
     dgates = np.empty((n_rows, gate_size), dt)
     dgates_h = dgates          # the hidden projection's pre-activation gradient
     dc = None
@@ -315,8 +353,8 @@ def _fused_backward(ctx, saved, grads):
         gates, c_prev, tanh_c, h_prev, h_cell = ctx.arrays
         hs = gate_size // 4
         g_c = grads[2]
-        dc = np.zeros((n, hs), dt) if g_c is None else np.array(g_c._data, dtype=dt,
-                                                                 order='C')
+        dc = np.zeros((n, hs), dt) if g_c is None else \
+            np.array(g_c._data, dtype=dt, order='C').reshape(n, hs)
         if h_cell is not None:
             whr = _array(w_hr, dt)
             dh_full = np.empty((n_rows, h_out_size), dt)
@@ -324,33 +362,35 @@ def _fused_backward(ctx, saved, grads):
             zeros = np.zeros((n, hs), dt)
             for t in reversed(order):
                 b, lo = bs[t], off[t]
-                np.add(dh[:b], dout[lo:lo + b], out=dh_full[lo:lo + b])
-                np.matmul(dh_full[lo:lo + b], whr, out=dh_cell[lo:lo + b])
-                K.lstm_backward_step(gates, c_prev, tanh_c, zeros, dh_cell, dc, dgates, lo, b)
-                np.matmul(dgates[lo:lo + b], whh, out=dh[:b])
+                step_dh = dh_full[rows[t]]
+                np.add(dh[:b], dout[rows[t]], out=step_dh)
+                np.matmul(step_dh, whr, out=dh_cell[rows[t]])
+                K.lstm_backward_step(gates, c_prev, tanh_c, zeros, dh_cell, dc, dgates, lo, b,
+                                     stride)
+                np.matmul(dgates[rows[t]], whh, out=dh[:b])
             if need[7]:
                 g_whr = dh_full.T @ h_cell
         else:
             for t in reversed(order):
                 b, lo = bs[t], off[t]
-                K.lstm_backward_step(gates, c_prev, tanh_c, dh, dout, dc, dgates, lo, b)
-                np.matmul(dgates[lo:lo + b], whh, out=dh[:b])
+                K.lstm_backward_step(gates, c_prev, tanh_c, dh, dout, dc, dgates, lo, b, stride)
+                np.matmul(dgates[rows[t]], whh, out=dh[:b])
     elif mode == 'GRU':
         gates, hh_n, h_prev = ctx.arrays
         dgates_h = np.empty((n_rows, gate_size), dt)
         tmp = np.empty((n, h_out_size), dt)
         for t in reversed(order):
             b, lo = bs[t], off[t]
-            K.gru_backward_step(gates, hh_n, h_prev, dh, dout, dgates, dgates_h, lo, b)
-            np.matmul(dgates_h[lo:lo + b], whh, out=tmp[:b])
+            K.gru_backward_step(gates, hh_n, h_prev, dh, dout, dgates, dgates_h, lo, b, stride)
+            np.matmul(dgates_h[rows[t]], whh, out=tmp[:b])
             dh[:b] += tmp[:b]
     else:
         h_out, h_prev = ctx.arrays
         relu = mode == 'RNN_RELU'
         for t in reversed(order):
             b, lo = bs[t], off[t]
-            K.rnn_backward_step(h_out, dh, dout, dgates, lo, b, relu)
-            np.matmul(dgates[lo:lo + b], whh, out=dh[:b])
+            K.rnn_backward_step(h_out, dh, dout, dgates, lo, b, stride, relu)
+            np.matmul(dgates[rows[t]], whh, out=dh[:b])
     g_x = g_wih = g_whh = g_bih = g_bhh = None
     if need[0]:
         g_x = _leaf((dgates @ _array(w_ih, dt)).reshape(xd.shape))
@@ -361,10 +401,13 @@ def _fused_backward(ctx, saved, grads):
     if need[5]:
         g_bih = _leaf(dgates.sum(0))
     if need[6]:
-        g_bhh = _leaf(dgates_h.sum(0))
-    return (g_x, _leaf(dh) if need[1] else None, _leaf(dc) if dc is not None and need[2]
-            else None, g_wih, g_whh, g_bih, g_bhh, None if g_whr is None else _leaf(g_whr),
-            None, None, None)
+        # the LSTM's and the RNN's two biases have one gradient
+        g_bhh = _leaf(g_bih._data.copy() if dgates_h is dgates and need[5]
+                      else dgates_h.sum(0))
+    return (g_x, _leaf(dh.reshape(h0.shape)) if need[1] else None,
+            _leaf(dc.reshape(c0.shape)) if dc is not None and need[2] else None,
+            g_wih, g_whh, g_bih, g_bhh, None if g_whr is None else _leaf(g_whr),
+            None, None, None, None, None)
 
 
 def _fused_backward_tensors(ctx, saved, grads):
@@ -375,11 +418,11 @@ def _fused_backward_tensors(ctx, saved, grads):
     need = ctx.needs_input_grad
     x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = saved
     hs = w_hh.shape[0] // _GATES[ctx.mode]
-    outs = _composite_layer(ctx.mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
-                            ctx.reverse, ctx.batch_sizes)
+    outs = _composite_as_fused(ctx.mode, hs, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr,
+                               ctx.reverse, ctx.batch_sizes, ctx.lead, ctx.batch_first)
     pairs = [(o, g) for o, g in zip(outs, grads) if o is not None and g is not None]
     wrt = [i for i in range(8) if need[i]]
-    res = [None] * 11
+    res = [None] * 13
     if not pairs or not wrt:
         return tuple(res)
     got = autograd.grad([o for o, _ in pairs], [saved[i] for i in wrt],
@@ -518,11 +561,12 @@ class RNNBase(Module):
         if tuple(hx.shape) != expected:
             raise RuntimeError(msg.format(expected, list(hx.shape)))
 
-    def _run(self, x, h0, c0):
+    def _run(self, x, h0, c0, batch_first=False):
         """The stacked, possibly bidirectional recurrence over time-major ``x``
-        (T, N, I) from the states ``h0`` (and ``c0``) of shape (L*D, N, H);
-        returns the output (T, N, D*H) and the final states, stacked as h0."""
-        return self._stack_layers(x, None, h0, c0, 2)
+        (T, N, I), or (N, T, I) when ``batch_first``, from the states ``h0`` (and
+        ``c0``) of shape (L*D, N, H); returns the output (T, N, D*H), or (N, T, D*H),
+        and the final states, stacked as h0."""
+        return self._stack_layers(x, None, h0, c0, 2, batch_first)
 
     def _run_packed(self, data, batch_sizes, h0, c0):
         """The recurrence over packed ``data`` (sum(batch_sizes), I), whose step t
@@ -532,11 +576,18 @@ class RNNBase(Module):
         sequence's last step."""
         return self._stack_layers(data, [int(b) for b in batch_sizes], h0, c0, 1)
 
-    def _stack_layers(self, x, batch_sizes, h0, c0, feature_dim):
+    def _stack_layers(self, x, batch_sizes, h0, c0, feature_dim, batch_first=False):
         """The layer/direction loop shared by ``_run`` and ``_run_packed``: each
         direction's outputs are concatenated along ``feature_dim``, and dropout
         applies between layers in training."""
         num_directions = 2 if self.bidirectional else 1
+        if self.num_layers == 1 and num_directions == 1:
+            # the states are the layer's own, with their leading dimension of 1
+            p = {n.split('_l')[0]: getattr(self, n) for n in self._all_weights[0]}
+            return _layer(self.mode, self.hidden_size, x, h0, c0, p['weight_ih'],
+                          p['weight_hh'], p.get('bias_ih'), p.get('bias_hh'),
+                          p.get('weight_hr'), False, batch_sizes, lead=True,
+                          batch_first=batch_first)
         h_last, c_last = [], []
         layer_in = x
         for layer in range(self.num_layers):
@@ -547,7 +598,8 @@ class RNNBase(Module):
                 out, h, c = _layer(self.mode, self.hidden_size, layer_in, h0[k],
                                    c0[k] if c0 is not None else None, p['weight_ih'],
                                    p['weight_hh'], p.get('bias_ih'), p.get('bias_hh'),
-                                   p.get('weight_hr'), direction == 1, batch_sizes)
+                                   p.get('weight_hr'), direction == 1, batch_sizes,
+                                   batch_first=batch_first)
                 outs.append(out)
                 h_last.append(h)
                 c_last.append(c)
@@ -642,11 +694,13 @@ class RNNBase(Module):
                                'Expected hidden[1] size {}, got {}')
         else:
             self._check_hidden(states[0], self._expected_hidden(input, self.hidden_size))
-        x = input.transpose(0, 1) if self.batch_first else input
-        if x.size(0) == 0:
+        # the fused layers read and write batch-first sequences as they are
+        fused_bf = self.batch_first and _fused_ok(input)
+        x = input.transpose(0, 1) if self.batch_first and not fused_bf else input
+        if x.size(1 if fused_bf else 0) == 0:
             raise RuntimeError('Expected sequence length to be larger than 0 in RNN')
-        out, h_n, c_n = self._run(x, states[0], states[1] if lstm else None)
-        if self.batch_first:
+        out, h_n, c_n = self._run(x, states[0], states[1] if lstm else None, fused_bf)
+        if self.batch_first and not fused_bf:
             out = out.transpose(0, 1)
         if not batched:
             out = out.squeeze(batch_dim)
