@@ -491,62 +491,6 @@ def depends_on(R, py_row, py_in_at, py_in, py_out_at, py_out, mark, dep):
                 mark[R[k, 1]] = 1
 
 
-@njit(cache=True, error_model='numpy')
-def layer_norm_rows(x, w, b, eps, y, xhat, rstd):
-    """Per row of x (m, n): mean and biased variance (two passes, accumulated in
-    float64), xhat = (x - mean) * rstd, y = xhat * w + b (w, b of size 0: none).
-    One call instead of ~10 NumPy calls (each microseconds on a small tensor),
-    and each row stays in cache between its passes."""
-    m, n = x.shape
-    for i in range(m):
-        s = 0.0
-        for j in range(n):
-            s += x[i, j]
-        mu = s / n
-        v = 0.0
-        for j in range(n):
-            d = x[i, j] - mu
-            v += d * d
-        r = 1.0 / np.sqrt(v / n + eps)
-        rstd[i] = r
-        for j in range(n):
-            h = (x[i, j] - mu) * r
-            xhat[i, j] = h
-            if w.shape[0] > 0:
-                h = h * w[j]
-            if b.shape[0] > 0:
-                h = h + b[j]
-            y[i, j] = h
-
-
-@njit(cache=True, error_model='numpy')
-def layer_norm_rows_grad(gy, w, xhat, rstd, gx, gw, gb):
-    """The fused layer-norm backward over rows: with g = gy * w,
-    gx = rstd (g - mean(g) - xhat mean(g xhat)); gw += sum_rows gy xhat,
-    gb += sum_rows gy (gx, gw or gb of size 0: not wanted)."""
-    m, n = gy.shape
-    for i in range(m):
-        if gx.shape[0] > 0:
-            sg = 0.0
-            sgx = 0.0
-            for j in range(n):
-                g = gy[i, j] * w[j] if w.shape[0] > 0 else gy[i, j]
-                sg += g
-                sgx += g * xhat[i, j]
-            a = sg / n
-            c = sgx / n
-            r = rstd[i]
-            for j in range(n):
-                g = gy[i, j] * w[j] if w.shape[0] > 0 else gy[i, j]
-                gx[i, j] = (g - a - xhat[i, j] * c) * r
-        if gw.shape[0] > 0:
-            for j in range(n):
-                gw[j] += gy[i, j] * xhat[i, j]
-        if gb.shape[0] > 0:
-            for j in range(n):
-                gb[j] += gy[i, j]
-
-
 @njit(cache=True)
 def topk_rows(x, k, largest):
     """Per row of the 2-d ``x``, the indices of its ``k`` largest (or smallest)
