@@ -98,6 +98,67 @@ class Run:
         self.outs = []
         self.out_fresh = []
         self.saved = []
+        self.f32 = False        # every saved array and gradient written is float32
+
+
+class _To32(ast.NodeTransformer):
+    """A kernel expression in float32: number constants as ``F32(c)``, helpers
+    as their float32 versions (compiler/kernels32.py).  Raises ValueError on
+    anything without one (the run then keeps its float64 kernel)."""
+    _OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+            raise ValueError(node.value)
+        return ast.Call(ast.Name('F32', ast.Load()), [node], [])
+
+    def visit_Call(self, node):
+        from compiler.kernels32 import HELPERS32
+        if not isinstance(node.func, ast.Name) or node.func.id not in HELPERS32:
+            raise ValueError(ast.unparse(node.func))
+        node.args = [self.visit(a) for a in node.args]
+        node.func = ast.Name(HELPERS32[node.func.id], ast.Load())
+        return node
+
+    def visit_BinOp(self, node):
+        if not isinstance(node.op, self._OPS):
+            raise ValueError(node.op)
+        return self.generic_visit(node)
+
+    def visit_UnaryOp(self, node):
+        if not isinstance(node.op, self._OPS):
+            raise ValueError(node.op)
+        return self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        return node             # S0[i]: a float32 load (its index stays an int)
+
+    def generic_visit(self, node):
+        if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name,
+                                 ast.Load, ast.operator, ast.unaryop)):
+            raise ValueError(type(node).__name__)
+        return super().generic_visit(node)
+
+
+@functools.lru_cache(maxsize=4096)
+def _expr32(formula, slots):
+    """``_expr`` in float32, or None where a formula has no float32 form."""
+    tree = _Subst(dict(slots)).visit(ast.parse(formula, mode='eval'))
+    try:
+        return ast.unparse(_To32().visit(tree))
+    except ValueError:
+        return None
+
+
+def _all32(run):
+    """Has every formula of the run a float32 form?"""
+    for rule, src, targets, saved in run.records:
+        for pos, formula in enumerate(rule.vjps):
+            if formula is not None and targets[pos] is not None and \
+                    _expr32(formula, (('grad', 'g'), ('a', 'a'), ('b', 'b'), ('out', 'o'),
+                                      ('c', 'c'), ('d', 'd'))) is None:
+                return False
+    return True
 
 
 @functools.lru_cache(maxsize=4096)
@@ -108,6 +169,9 @@ def _expr(formula, slots):
 
 def source(run):
     """The kernel's source text for ``run`` (no values in it, only structure)."""
+    f32 = run.f32 and _all32(run)
+    expr = _expr32 if f32 else _expr
+    pre = []                    # lines before the loop (float32 constants)
     args = ['n'] + [f'I{k}' for k in range(len(run.ins))] + \
         [f'O{k}' for k in range(len(run.out_fresh))] + [f'S{k}' for k in range(len(run.saved))]
     nconst = 0
@@ -130,31 +194,48 @@ def source(run):
         parts = []
         for kind, k in src:
             if kind == 'in':
-                parts.append(f'I{k}[0]' if run.in_bcast[k] else f'I{k}[i]')
+                if f32 and run.in_bcast[k]:
+                    # one value: read before the loop (a load inside it, which
+                    # might alias the stores, keeps LLVM from vectorizing)
+                    if f'b{k} = F32(I{k}[0])' not in pre:
+                        pre.append(f'b{k} = F32(I{k}[0])')
+                    parts.append(f'b{k}')
+                else:
+                    part = f'I{k}[0]' if run.in_bcast[k] else f'I{k}[i]'
+                    parts.append(f'F32({part})' if f32 else part)
             else:
                 name = local(k) if kind == 'local' else f'o{k}'
                 if name in assigned:
                     parts.append(name)
-        body.append(f'g{j} = {" + ".join(parts) or "0.0"}')
+        body.append(f'g{j} = {" + ".join(parts) or ("F32(0.0)" if f32 else "0.0")}')
         slots = {'grad': f'g{j}'}
         for name, k in saved:
             slots[name] = f'S{k}[i]'
         for name in rule.consts:
             slots[name] = f'c{nconst}'
             args.append(f'c{nconst}')
+            if f32:
+                pre.append(f'k{nconst} = F32(c{nconst})')
+                slots[name] = f'k{nconst}'
             nconst += 1
         for pos, formula in enumerate(rule.vjps):
             if formula is None or targets[pos] is None:
                 continue
-            add(targets[pos], _expr(formula, tuple(sorted(slots.items()))))
+            add(targets[pos], expr(formula, tuple(sorted(slots.items()))))
     for k, fresh in enumerate(run.out_fresh):
-        value = f'o{k}' if f'o{k}' in assigned else '0.0'
+        value = f'o{k}' if f'o{k}' in assigned else ('F32(0.0)' if f32 else '0.0')
         body.append(f'O{k}[i] = {value}' if fresh else f'O{k}[i] += {value}')
     lines = ["@njit(cache=True, error_model='numpy')",
-             f'def fused({", ".join(args)}):',
-             '    for i in range(n):']
+             f'def fused({", ".join(args)}):']
+    lines += ['    ' + line for line in pre]
+    lines += ['    for i in range(n):']
     lines += ['        ' + line for line in body]
-    return HEADER.replace('{helpers}', ', '.join(_KERNEL_HELPERS)) + '\n'.join(lines) + '\n'
+    header = HEADER.replace('{helpers}', ', '.join(_KERNEL_HELPERS))
+    if f32:
+        from compiler.kernels32 import HELPERS32
+        header += ('from compiler.kernels32 import F32, '
+                   + ', '.join(sorted(set(HELPERS32.values()))) + '  # noqa: F401\n\n\n')
+    return header + '\n'.join(lines) + '\n'
 
 
 def kernel(run):
@@ -162,7 +243,7 @@ def kernel(run):
     if FUSE_AFTER is None:
         return None
     plan = (tuple((r[0].op, *r[1:]) for r in run.records), tuple(run.in_bcast),
-            tuple(run.out_fresh), len(run.saved))
+            tuple(run.out_fresh), len(run.saved), run.f32)
     fn = _by_plan.get(plan)
     if fn is not None:
         return fn
@@ -191,7 +272,8 @@ def _stamp():
     if _STAMP is None:
         here = os.path.dirname(os.path.abspath(__file__))
         h = hashlib.sha1()
-        for name in ('kernels.py', '_replay_generated.py', '_sweep_generated.py'):
+        for name in ('kernels.py', 'kernels32.py', '_replay_generated.py',
+                     '_sweep_generated.py'):
             with open(os.path.join(here, name), 'rb') as f:
                 h.update(f.read())
         _STAMP = h.hexdigest()

@@ -308,7 +308,37 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
             grads.add(g1, b.size, np.matmul(np.swapaxes(a, 1, 2), g), meta.in_dtypes[1],
                       owned=True)
         return
+    if (kind == 'cumsum' or kind == 'cumprod') and g0 >= 0 and ax > 0 and x > 0:
+        _cum_grad(kind, meta, g, grads, g0, n, ax, x)
+        return
     _via_kernel(k, R, meta, g, grads)
+
+
+_cum = None
+
+
+def _cum_grad(kind, meta, g, grads, g0, n, ln, inner):
+    """cumsum / cumprod: a kernel along the axis on the arrays themselves (no
+    private arena, no float64 copies of the saved arrays)."""
+    global _cum
+    if _cum is None:
+        from compiler import cumgrad
+        _cum = cumgrad
+    dtype = meta.in_dtypes[0]
+    gf = g.reshape(-1)
+    bcast = gf.size > 1 and gf.strides[0] == 0
+    if bcast:
+        gf = gf[:1]
+    elif not gf.flags.c_contiguous:
+        gf = np.ascontiguousarray(gf)
+    gi = np.empty(n, _float(np.dtype(dtype)))
+    outer = n // (ln * inner)
+    if kind == 'cumsum':
+        _cum.cumsum_grad(gf, bcast, gi, outer, ln, inner)
+    else:
+        xs = [np.ravel(meta.saved[key]) for key in ('a', 'b', 'out') if key in meta.saved]
+        _cum.cumprod_grad(gf, bcast, xs[0], xs[1], gi, outer, ln, inner)
+    grads.add(g0, n, gi, dtype, owned=True)
 
 
 def _filled(value, size):
@@ -412,6 +442,7 @@ def _sum_to(g, shape):
 CHUNK = 32768          # elements per chunk: a few of these fit in L2
 _EMPTY = np.zeros(0)
 _F64 = np.dtype(np.float64)
+_F32 = np.dtype(np.float32)
 _kernels = None
 
 
@@ -659,7 +690,7 @@ def _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
                     3 if g1 in scratch_slots else (_slot_state(big, g1) if g1 >= 0 else -1),
                     tuple(meta.in_dtypes)))
         for name, arr in meta.saved.items():
-            key.append((name, ids.setdefault(id(arr), len(ids))))
+            key.append((name, ids.setdefault(id(arr), len(ids)), getattr(arr, 'dtype', None)))
     key = tuple(key)
     recipe = _recipes.get(key)
     if recipe is None:
@@ -782,6 +813,11 @@ def _fused_recipe(fuse, tape, live, fields, grads, scratch_slots):
         run.records.append((rule, tuple(src), targets, tuple(sorted(saved.items()))))
     run.ins = ins_spec                  # (kernel() reads only how many)
     run.saved = saved_spec
+    # all float32 (the gradients it writes, the arrays it reads): the kernel
+    # may evaluate its formulas in float32, as PyTorch does (compiler/fuse.py)
+    run.f32 = all(dt == _F32 for dt in out_dtypes) and all(
+        getattr(tape.big[fields[live[i]][5]].saved[name], 'dtype', None) == _F32
+        for i, name in saved_spec)
     fn = fuse.kernel(run)
     if fn is None:
         return None

@@ -123,6 +123,11 @@ def prod(a, dim=None, keepdim=False, dtype=None):
     if n == 0:
         return _ops.add(_ops.mul(_ops.sum_(a, dim, keepdim), 0.0), 1.0)
     c = cumprod(a, dim)
+    if d.size >= BIG and (keepdim or np.ndim(d) > 1):
+        # a large record keeps the basic-indexing key (the last position along
+        # dim), not an index map built from an int64 copy of every position
+        key = (slice(None),) * dim + ((slice(n - 1, n),) if keepdim else (n - 1,))
+        return take_as('prod_dim', c, out, None, key=key)
     idx = np.take(_flat_index(d.shape), [n - 1] if keepdim else n - 1, axis=dim)
     return take_as('prod_dim', c, out, idx, unique=True)     # one position per row
 
