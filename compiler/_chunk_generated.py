@@ -807,15 +807,15 @@ def vjp_elu(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_softplus(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """SoftplusBackward0: ga += grad * where_pos(eq(out, a), 1.0, where_pos(d - a * c, sigmoid(a * c), sigmoid(d)))"""
+    """SoftplusBackward0: ga += grad * where_pos(eq(a, a), where_pos(eq(out, a), 1.0, where_pos(d - a * c, sigmoid(a * c), sigmoid(d))), a)"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * where_pos(eq(out[i], a[i]), 1.0, where_pos(d - a[i] * c, sigmoid(a[i] * c), sigmoid(d)))
+                ga[i] = g[i] * where_pos(eq(a[i], a[i]), where_pos(eq(out[i], a[i]), 1.0, where_pos(d - a[i] * c, sigmoid(a[i] * c), sigmoid(d))), a[i])
         else:
             for i in range(n):
-                ga[i] += g[i] * where_pos(eq(out[i], a[i]), 1.0, where_pos(d - a[i] * c, sigmoid(a[i] * c), sigmoid(d)))
+                ga[i] += g[i] * where_pos(eq(a[i], a[i]), where_pos(eq(out[i], a[i]), 1.0, where_pos(d - a[i] * c, sigmoid(a[i] * c), sigmoid(d))), a[i])
 
 
 @njit(cache=True, error_model='numpy')

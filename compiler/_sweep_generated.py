@@ -1168,7 +1168,7 @@ def _op_softplus(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv1 + i], V[uv0 + i]), 1.0, where_pos(d - V[uv0 + i] * c, sigmoid(V[uv0 + i] * c), sigmoid(d)))
+            G[ug + i] += G[ugo + i] * where_pos(eq(V[uv0 + i], V[uv0 + i]), where_pos(eq(V[uv1 + i], V[uv0 + i]), 1.0, where_pos(d - V[uv0 + i] * c, sigmoid(V[uv0 + i] * c), sigmoid(d))), V[uv0 + i])
     return -1
 
 

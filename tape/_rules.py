@@ -278,9 +278,11 @@ RULES = [
     # c is beta, d the threshold (the forward's; softplus returns x itself where
     # beta x > threshold).  Above the threshold out == a; below it out == a only
     # where sigmoid(beta x) already rounds to 1.  At beta x == threshold the value is
-    # the constant sigmoid(d): PyTorch's double backward is 0 there.
+    # the constant sigmoid(d): PyTorch's double backward is 0 there.  A NaN input
+    # gives a NaN gradient, as PyTorch's exp(x) / (exp(x) + 1) does (eq(a, a) is 0)
     E('softplus', 'SoftplusBackward0', 'a',
-      ('grad * where_pos(eq(out, a), 1.0, where_pos(d - a * c, sigmoid(a * c), sigmoid(d)))',),
+      ('grad * where_pos(eq(a, a), where_pos(eq(out, a), 1.0, where_pos(d - a * c, '
+       'sigmoid(a * c), sigmoid(d))), a)',),
       consts='cd',
       # the eager forward's two forms: log1p(exp(beta x)) / beta under a finite
       # threshold (PyTorch's softplus), max(y, 0) + log1p(exp(-|y|)) without one

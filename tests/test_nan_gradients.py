@@ -45,3 +45,24 @@ def test_masked_positions_get_zero_not_nan(name, n, dtype, create_graph):
         theirs = _grads(torch, name, values, dtype, create_graph)
     np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
     np.testing.assert_array_equal(ours[~np.isnan(ours)], theirs[~np.isnan(theirs)])
+
+
+@pytest.mark.parametrize('n', [8, 20000])
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('create_graph', [False, True])
+@pytest.mark.parametrize('kw', [{}, {'beta': 2.0, 'threshold': 5.0}])
+def test_softplus_gradient_at_nan_input_is_nan(n, dtype, create_graph, kw):
+    values = np.resize(np.array([np.nan, 1.0, -2.0, 30.0]), n)
+
+    def grads(lib):
+        x = lib.tensor(values, dtype=getattr(lib, dtype), requires_grad=True)
+        y = lib.nn.functional.softplus(x, **kw).sum()
+        if create_graph:
+            g, = lib.autograd.grad(y, x, create_graph=True)
+            return g.detach().numpy()
+        y.backward()
+        return x.grad.numpy()
+    ours, theirs = grads(tape), grads(torch)
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
+    ok = ~np.isnan(theirs)
+    np.testing.assert_allclose(ours[ok], theirs[ok], rtol=1e-6)
