@@ -133,16 +133,6 @@ def _jit_tracing():
     return getattr(_ops._jit_tracing(), 'proxies', None) is not None
 
 
-def _ce_kernels():
-    """compiler.loss_kernels, imported on first use (nothing compiles at import)."""
-    global _ce_kernels
-    import compiler.loss_kernels as kernels
-
-    def _ce_kernels():
-        return kernels
-    return kernels
-
-
 def _one_node(a):
     """Does (log_)softmax of ``a`` take its one-record form (tape/nn/_softmax.py)?
     Float32/float64 only, and not while tape.jit traces: the composite's records
@@ -1720,6 +1710,7 @@ def bilinear(input1, input2, weight, bias=None):
 # convolution and pooling live in their own module; exported here as torch.nn.functional does
 from ._layer_norm import layer_norm as _layer_norm_fn  # noqa: E402
 from ._cross_entropy import cross_entropy_indices as _ce_indices  # noqa: E402
+from ._cross_entropy import _kernels as _ce_kernels  # noqa: E402
 from . import _softmax as _sm  # noqa: E402
 from . import _sdpa as _sdpa_node  # noqa: E402
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: E402
