@@ -7,102 +7,203 @@ row on top of the call: on attention scores (8, 4, 16, 16) its ``max(-1)``
 alone cost more than the exp.  Here each row-wise step is one call over all
 rows:
 
-    forward:   ``shift`` (e = x * scale - row max), NumPy's exp in place (it is
-               vectorized in float32 as well as float64; a Numba loop calls libm
-               per element, several times slower), then ``normalize`` (softmax:
-               e / sum e) or ``log_normalize`` (log_softmax: z - log sum exp z);
-    backward:  ``softmax_backward`` (gx = y * (g - sum(g * y))) or
-               ``log_softmax_backward`` (gx = g - exp(y) * sum(g), exp(y) from NumPy).
+    float32 forward:  ``softmax32`` / ``log_softmax32``, one call, each row
+               passed over while it is in cache: its maximum, the exps
+               (``exp32`` below) and their sum, the normalization;
+    float64 forward:  ``shift`` (e = x * scale - row max), NumPy's exp in place
+               (vectorized; a Numba loop calls libm per element, several times
+               slower), then ``normalize`` (softmax: e / sum e) or
+               ``log_normalize`` (log_softmax: z - log sum exp z);
+    backward:  ``softmax_backward`` (gx = y * (g - sum(g * y))),
+               ``log_softmax_backward32`` (gx = g - exp(y) * sum(g), float32) or
+               ``log_softmax_backward`` (the same, exp(y) from NumPy).
 
-The maximum keeps eight running maxima (one vector register, not one chain of
-dependent compares) and never takes NaN: a NaN reaches the row's sum, and the
-whole row, by itself, as PyTorch's does.  Sums are float64 with eight partial
-sums; every array written has the input's dtype.  Nothing here compiles at
-import: the callers import this module inside their functions.
+Vectorization without fastmath.  Numba's LLVM runs no SLP vectorizer, and the
+loop vectorizer leaves a floating-point sum scalar unless it may reassociate
+it.  So:
+
+  * the row maximum is one ``llvm.maxnum`` reduction (``_maxnum``): an exact
+    operation in any order, which the loop vectorizer vectorizes as it is.
+    maxnum ignores NaN (maxnum(m, NaN) = m), as the old ``v > m`` select did: a
+    NaN reaches the row's sum, and the whole row, by itself, as PyTorch's does;
+  * sums are float64 in LANES partial sums kept in a small array, updated lane
+    by lane in an inner loop: the vectorizer turns the lanes into vector
+    registers, reassociating nothing (the order of the adds is written out);
+    rows shorter than LANES fall back to eight scalar partial sums;
+  * exp in float32 is ``exp32``: Cephes expf's polynomial in fused
+    multiply-adds (``llvm.fma``, one rounding each: no less accurate than
+    separate ops), plain arithmetic and selects that vectorize; within 1 ulp
+    (measured over [-110, 0] and at the specials), like PyTorch's Sleef expf.
+
+Every array written has the input's dtype.  Nothing here compiles at import:
+the callers import this module inside their functions.
+
+NaN and infinities, as PyTorch's softmax: a NaN in a row makes the row NaN; an
+all -inf row (or a +inf in it) gives NaN, except with ``safe`` (attention
+masks), where an all -inf row is shifted by 0, its exps are all 0 and stay 0.
 """
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from compiler.kernels32 import _bits_as_f32
+
+F32 = np.float32
+
+# Partial sums per row sum.  64, not 8-32: LLVM fully unrolls a constant inner
+# loop of up to ~32 before the loop vectorizer runs, leaving scalar code that
+# no SLP pass picks up; a loop of 64 stays a loop and vectorizes.
+LANES = 64
+
+
+def _llvm_call(builder, name, args):
+    t = args[0].type
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(t, [t] * len(args)),
+        name + ('.f32' if t == ir.FloatType() else '.f64'))
+    return builder.call(fn, args)
+
+
+@intrinsic
+def _maxnum(typingctx, a, b):
+    """llvm.maxnum: the larger of a, b, the other if one is NaN."""
+    def codegen(context, builder, signature, args):
+        return _llvm_call(builder, 'llvm.maxnum', args)
+    if a != b:
+        return None
+    return a(a, b), codegen
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """llvm.fma: a * b + c, one rounding."""
+    def codegen(context, builder, signature, args):
+        return _llvm_call(builder, 'llvm.fma', args)
+    if not (a == b == c):
+        return None
+    return a(a, b, c), codegen
+
+
+@intrinsic
+def _f32_bits(typingctx, x):
+    """The int32 bit pattern of the float32 ``x``."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+_ROUND = F32(12582912.0)        # 1.5 * 2**23: adding it rounds to an integer,
+_ROUND_BITS = np.int32(0x4B400000)  # which its bits then hold (minus these)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def exp32(x):
+    """expf(x) within 1 ulp: x = k ln2 + r (Cody-Waite), Cephes expf's
+    polynomial for exp(r) in fused multiply-adds, times 2**k from its bits in
+    two halves (reaching subnormals; 0 below -104, inf above 89).  k is
+    rounded by adding 1.5 * 2**23 (no float-to-int conversion, which LLVM
+    leaves undefined for NaN); a NaN x gives a NaN p, so NaN."""
+    xc = F32(-104.0) if x < F32(-104.0) else x
+    xc = F32(89.0) if xc > F32(89.0) else xc
+    kb = _fma(xc, F32(1.44269504088896341), _ROUND)
+    k = kb - _ROUND
+    r = _fma(k, F32(-0.693359375), xc)
+    r = _fma(k, F32(2.12194440e-4), r)
+    p = _fma(F32(1.9875691500E-4), r, F32(1.3981999507E-3))
+    p = _fma(p, r, F32(8.3334519073E-3))
+    p = _fma(p, r, F32(4.1665795894E-2))
+    p = _fma(p, r, F32(1.6666665459E-1))
+    p = _fma(p, r, F32(5.0000001201E-1))
+    p = _fma(p, r * r, r) + F32(1.0)
+    ki = _f32_bits(kb) - _ROUND_BITS
+    k1 = ki >> 1
+    k2 = ki - k1
+    return p * _bits_as_f32((k1 + 127) << 23) * _bits_as_f32((k2 + 127) << 23)
 
 
 # The row helpers index the 2-D arrays (x[i, j]) and are inlined into their
 # callers: slicing a row out per row, and a call per row, cost 20 ns a row of 16.
 
 @njit(cache=True, error_model='numpy', inline='always')
-def _row_max(x, i, sc):
-    """The largest of ``x[i] * sc`` (the product in x's dtype), ignoring NaN, with
-    eight running maxima (LLVM keeps them in registers)."""
-    c = x.shape[1]
-    c8 = c - c % 8
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = x.dtype.type(-np.inf)
-    for j in range(0, c8, 8):
-        v0 = x[i, j] * sc
-        v1 = x[i, j + 1] * sc
-        v2 = x[i, j + 2] * sc
-        v3 = x[i, j + 3] * sc
-        v4 = x[i, j + 4] * sc
-        v5 = x[i, j + 5] * sc
-        v6 = x[i, j + 6] * sc
-        v7 = x[i, j + 7] * sc
-        m0 = v0 if v0 > m0 else m0
-        m1 = v1 if v1 > m1 else m1
-        m2 = v2 if v2 > m2 else m2
-        m3 = v3 if v3 > m3 else m3
-        m4 = v4 if v4 > m4 else m4
-        m5 = v5 if v5 > m5 else m5
-        m6 = v6 if v6 > m6 else m6
-        m7 = v7 if v7 > m7 else m7
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    m4 = m5 if m5 > m4 else m4
-    m6 = m7 if m7 > m6 else m6
-    m0 = m2 if m2 > m0 else m0
-    m4 = m6 if m6 > m4 else m4
-    r = m4 if m4 > m0 else m0
-    for j in range(c8, c):
-        v = x[i, j] * sc
-        r = v if v > r else r
-    return r
+def _row_max(x, i, sc, safe):
+    """The largest of ``x[i] * sc`` (the product in x's dtype), ignoring NaN;
+    with ``safe`` 0 in place of -inf (an all -inf row)."""
+    m = x.dtype.type(-np.inf)
+    for j in range(x.shape[1]):
+        m = _maxnum(m, x[i, j] * sc)
+    if safe and m == -np.inf:
+        m = x.dtype.type(0.0)
+    return m
 
 
 @njit(cache=True, error_model='numpy', inline='always')
-def _row_sum(e, i):
-    """The float64 sum of ``e[i]``, eight partial sums."""
-    c = e.shape[1]
-    c8 = c - c % 8
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-    for j in range(0, c8, 8):
-        a0 += e[i, j]
-        a1 += e[i, j + 1]
-        a2 += e[i, j + 2]
-        a3 += e[i, j + 3]
-        a4 += e[i, j + 4]
-        a5 += e[i, j + 5]
-        a6 += e[i, j + 6]
-        a7 += e[i, j + 7]
-    r = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
-    for j in range(c8, c):
-        r += e[i, j]
-    return r
+def _fold(acc):
+    """The sum of the LANES lanes of ``acc`` as a tree (halving in place,
+    independent adds), not one dependent chain of LANES adds."""
+    h = LANES
+    while h > 1:
+        h //= 2
+        for k in range(h):
+            acc[k] += acc[k + h]
+    return acc[0]
+
+
+# A row sum is LANES partial sums over the row's first cl = c - c % LANES
+# elements (``_lanes_sum``) plus eight scalar partial sums over the rest
+# (``_tail_sum``, all of a row shorter than LANES).  The kernels branch on
+# cl > 0 once, outside their row loop: with that test inside the row helper
+# (even inlined), LLVM made short rows ~20 ns a row slower.
+
+@njit(cache=True, error_model='numpy', inline='always')
+def _lanes_sum(g, y, i, acc, cl, dot):
+    """The float64 sum of ``g[i, :cl]`` (``dot`` False) or of ``g[i, :cl] *
+    y[i, :cl]`` (True, products in float64); ``acc`` a float64 scratch array
+    of LANES, cl a multiple of LANES."""
+    for l in range(LANES):
+        acc[l] = 0.0
+    for j in range(0, cl, LANES):
+        for l in range(LANES):
+            if dot:
+                acc[l] += np.float64(g[i, j + l]) * np.float64(y[i, j + l])
+            else:
+                acc[l] += g[i, j + l]
+    return _fold(acc)
 
 
 @njit(cache=True, error_model='numpy', inline='always')
-def _row_dot(g, y, i):
-    """The float64 sum of ``g[i] * y[i]`` (products in float64), eight partial sums."""
+def _tail_sum(g, y, i, j0, dot):
+    """The float64 sum of ``g[i, j0:]`` (or of ``g[i, j0:] * y[i, j0:]``) in
+    eight scalar partial sums."""
     c = g.shape[1]
-    c8 = c - c % 8
+    c8 = c - (c - j0) % 8
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-    for j in range(0, c8, 8):
-        a0 += np.float64(g[i, j]) * y[i, j]
-        a1 += np.float64(g[i, j + 1]) * y[i, j + 1]
-        a2 += np.float64(g[i, j + 2]) * y[i, j + 2]
-        a3 += np.float64(g[i, j + 3]) * y[i, j + 3]
-        a4 += np.float64(g[i, j + 4]) * y[i, j + 4]
-        a5 += np.float64(g[i, j + 5]) * y[i, j + 5]
-        a6 += np.float64(g[i, j + 6]) * y[i, j + 6]
-        a7 += np.float64(g[i, j + 7]) * y[i, j + 7]
+    for j in range(j0, c8, 8):
+        if dot:
+            a0 += np.float64(g[i, j]) * np.float64(y[i, j])
+            a1 += np.float64(g[i, j + 1]) * np.float64(y[i, j + 1])
+            a2 += np.float64(g[i, j + 2]) * np.float64(y[i, j + 2])
+            a3 += np.float64(g[i, j + 3]) * np.float64(y[i, j + 3])
+            a4 += np.float64(g[i, j + 4]) * np.float64(y[i, j + 4])
+            a5 += np.float64(g[i, j + 5]) * np.float64(y[i, j + 5])
+            a6 += np.float64(g[i, j + 6]) * np.float64(y[i, j + 6])
+            a7 += np.float64(g[i, j + 7]) * np.float64(y[i, j + 7])
+        else:
+            a0 += g[i, j]
+            a1 += g[i, j + 1]
+            a2 += g[i, j + 2]
+            a3 += g[i, j + 3]
+            a4 += g[i, j + 4]
+            a5 += g[i, j + 5]
+            a6 += g[i, j + 6]
+            a7 += g[i, j + 7]
     r = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
     for j in range(c8, c):
-        r += np.float64(g[i, j]) * y[i, j]
+        if dot:
+            r += np.float64(g[i, j]) * np.float64(y[i, j])
+        else:
+            r += g[i, j]
     return r
 
 
@@ -116,26 +217,42 @@ def shift(x, e, sc, safe):
     n, c = x.shape
     sc = x.dtype.type(sc)
     for i in range(n):
-        m = _row_max(x, i, sc)
-        if safe and m == -np.inf:
-            m = x.dtype.type(0.0)
+        m = _row_max(x, i, sc, safe)
         for j in range(c):
             e[i, j] = x[i, j] * sc - m
 
 
+@njit(cache=True, error_model='numpy', inline='always')
+def _scale_row(e, i, s, safe):
+    """e[i] *= 1 / s (one reciprocal per row, as PyTorch's kernel multiplies by
+    it); with ``safe`` a row summing to 0 (an all -inf row shifted by 0) stays 0."""
+    if safe and s == 0.0:
+        return
+    r = e.dtype.type(1.0 / s)
+    for j in range(e.shape[1]):
+        e[i, j] = e[i, j] * r
+
+
 @njit(cache=True, error_model='numpy')
 def normalize(e, safe):
-    """e /= its row's sum (a float64 sum; one reciprocal per row, as PyTorch's
-    kernel multiplies by it).  With ``safe`` a row summing to 0 (only an all
-    -inf row shifted by 0 does) stays 0."""
+    """e /= its row's (float64) sum; ``safe`` as in ``_scale_row``."""
     n, c = e.shape
-    for i in range(n):
-        s = _row_sum(e, i)
-        if safe and s == 0.0:
-            continue
-        r = e.dtype.type(1.0 / s)
-        for j in range(c):
-            e[i, j] = e[i, j] * r
+    cl = c - c % LANES
+    acc = np.empty(LANES)
+    if cl:
+        for i in range(n):
+            _scale_row(e, i, _lanes_sum(e, e, i, acc, cl, False)
+                       + _tail_sum(e, e, i, cl, False), safe)
+    else:
+        for i in range(n):
+            _scale_row(e, i, _tail_sum(e, e, i, 0, False), safe)
+
+
+@njit(cache=True, error_model='numpy', inline='always')
+def _log_normalize_row(z, i, s):
+    ls = z.dtype.type(np.log(s))
+    for j in range(z.shape[1]):
+        z[i, j] = z[i, j] - ls
 
 
 @njit(cache=True, error_model='numpy')
@@ -143,10 +260,68 @@ def log_normalize(z, ez):
     """z -= log(the row's float64 sum of ez), ez = exp(z): log_softmax from the
     shifted z."""
     n, c = z.shape
+    cl = c - c % LANES
+    acc = np.empty(LANES)
+    if cl:
+        for i in range(n):
+            _log_normalize_row(z, i, _lanes_sum(ez, ez, i, acc, cl, False)
+                               + _tail_sum(ez, ez, i, cl, False))
+    else:
+        for i in range(n):
+            _log_normalize_row(z, i, _tail_sum(ez, ez, i, 0, False))
+
+
+@njit(cache=True, error_model='numpy', inline='always')
+def _exp_row32(x, e, i, sc, m):
+    for j in range(x.shape[1]):             # (<= 0 or NaN; -inf gives 0)
+        e[i, j] = exp32(x[i, j] * sc - m)
+
+
+@njit(cache=True, error_model='numpy')
+def softmax32(x, e, sc, safe):
+    """e = softmax(x * sc) of float32 rows (e may be x): ``shift``, the exp and
+    ``normalize`` in one call, each row still in cache for the next pass."""
+    n, c = x.shape
+    cl = c - c % LANES
+    sc = F32(sc)
+    acc = np.empty(LANES)
+    if cl:
+        for i in range(n):
+            _exp_row32(x, e, i, sc, _row_max(x, i, sc, safe))
+            _scale_row(e, i, _lanes_sum(e, e, i, acc, cl, False)
+                       + _tail_sum(e, e, i, cl, False), safe)
+    else:
+        for i in range(n):
+            _exp_row32(x, e, i, sc, _row_max(x, i, sc, safe))
+            _scale_row(e, i, _tail_sum(e, e, i, 0, False), safe)
+
+
+@njit(cache=True, error_model='numpy')
+def log_softmax32(x, z, ez):
+    """z = log_softmax(x) of float32 rows (z may be x); ``ez`` a float32 scratch
+    array (1, c), for one row's exps."""
+    n, c = x.shape
+    cl = c - c % LANES
+    one = F32(1.0)
+    acc = np.empty(LANES)
     for i in range(n):
-        ls = z.dtype.type(np.log(_row_sum(ez, i)))
+        m = _row_max(x, i, one, False)
         for j in range(c):
-            z[i, j] = z[i, j] - ls
+            t = x[i, j] - m
+            z[i, j] = t
+            ez[0, j] = exp32(t)
+        if cl:
+            s = _lanes_sum(ez, ez, 0, acc, cl, False) + _tail_sum(ez, ez, 0, cl, False)
+        else:
+            s = _tail_sum(ez, ez, 0, 0, False)
+        _log_normalize_row(z, i, s)
+
+
+@njit(cache=True, error_model='numpy', inline='always')
+def _softmax_backward_row(y, g, gx, i, d):
+    d = y.dtype.type(d)
+    for j in range(y.shape[1]):
+        gx[i, j] = y[i, j] * (g[i, j] - d)
 
 
 @njit(cache=True, error_model='numpy')
@@ -154,10 +329,25 @@ def softmax_backward(y, g, gx):
     """gx = y * (g - sum(g * y)) row by row (the sum in float64, the rest in the
     dtype); gx may be g (attention's ds = p * (dp - sum(dp * p)) in place)."""
     n, c = y.shape
-    for i in range(n):
-        d = y.dtype.type(_row_dot(g, y, i))
-        for j in range(c):
-            gx[i, j] = y[i, j] * (g[i, j] - d)
+    cl = c - c % LANES
+    acc = np.empty(LANES)
+    if cl:
+        for i in range(n):
+            _softmax_backward_row(y, g, gx, i, _lanes_sum(g, y, i, acc, cl, True)
+                                  + _tail_sum(g, y, i, cl, True))
+    else:
+        for i in range(n):
+            _softmax_backward_row(y, g, gx, i, _tail_sum(g, y, i, 0, True))
+
+
+@njit(cache=True, error_model='numpy', inline='always')
+def _log_softmax_backward_row(y, g, gx, i, s, exp_y):
+    s = g.dtype.type(s)
+    for j in range(g.shape[1]):
+        if exp_y:
+            gx[i, j] = g[i, j] - exp32(y[i, j]) * s
+        else:
+            gx[i, j] = g[i, j] - gx[i, j] * s
 
 
 @njit(cache=True, error_model='numpy')
@@ -165,7 +355,27 @@ def log_softmax_backward(g, gx):
     """gx = g - gx * sum(g) row by row, gx holding exp(y) on entry (the sum in
     float64, the rest in the dtype)."""
     n, c = g.shape
-    for i in range(n):
-        s = g.dtype.type(_row_sum(g, i))
-        for j in range(c):
-            gx[i, j] = g[i, j] - gx[i, j] * s
+    cl = c - c % LANES
+    acc = np.empty(LANES)
+    if cl:
+        for i in range(n):
+            _log_softmax_backward_row(gx, g, gx, i, _lanes_sum(g, g, i, acc, cl, False)
+                                      + _tail_sum(g, g, i, cl, False), False)
+    else:
+        for i in range(n):
+            _log_softmax_backward_row(gx, g, gx, i, _tail_sum(g, g, i, 0, False), False)
+
+
+@njit(cache=True, error_model='numpy')
+def log_softmax_backward32(y, g, gx):
+    """gx = g - exp(y) * sum(g) of float32 rows (gx may be g or y)."""
+    n, c = g.shape
+    cl = c - c % LANES
+    acc = np.empty(LANES)
+    if cl:
+        for i in range(n):
+            _log_softmax_backward_row(y, g, gx, i, _lanes_sum(g, g, i, acc, cl, False)
+                                      + _tail_sum(g, g, i, cl, False), True)
+    else:
+        for i in range(n):
+            _log_softmax_backward_row(y, g, gx, i, _tail_sum(g, g, i, 0, False), True)

@@ -39,7 +39,7 @@ from .. import _shapes as _sh
 from .._tape import grad_mode
 from .._tensor import _leaf
 from ..autograd.function import Function, apply_own
-from ._softmax import _kernels
+from ._softmax import _fused, _kernels
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -54,6 +54,9 @@ def attention_forward(q, k, v, bias, scale, safe):
             s *= s.dtype.type(scale)
             s += bias
             scale = 1.0
+        if _fused(s2):                          # float32, rows long enough: one call
+            kern.softmax32(s2, s2, float(scale), bool(safe))
+            return np.matmul(s, v), s
         # s * scale - row max (shifted by 0 where a row is all -inf and safe)
         kern.shift(s2, s2, float(scale), bool(safe))
         np.exp(s, out=s)                        # (<= 0 or NaN: no overflow, nothing invalid)

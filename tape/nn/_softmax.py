@@ -18,7 +18,11 @@ order, as PyTorch's ``_softmax_backward_data`` does.
 
 Along the last dim of a C-contiguous array (rows) the row-wise steps are
 Numba kernels (``compiler/softmax_kernels.py``): NumPy's reductions along a
-short last axis cost more than the exp.  Other dims keep the NumPy code.
+short last axis cost more than the exp.  float32 rows of at least ``FUSED_MIN``
+are one kernel call each way (the exp vectorized inside it); shorter rows and
+float64 take NumPy's exp between two kernel calls (a row too short for the
+kernel's vector loop is faster through NumPy's exp over the whole array).
+Other dims keep the NumPy code.
 """
 import numpy as np
 
@@ -31,6 +35,9 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 _softmax_kernels = None
 
+F32 = np.dtype(np.float32)
+FUSED_MIN = 32      # float32 row length from which the one-call kernels win
+
 
 def _kernels():
     """compiler.softmax_kernels, imported on first use (nothing compiles at import)."""
@@ -39,6 +46,11 @@ def _kernels():
         import compiler.softmax_kernels as k
         _softmax_kernels = k
     return _softmax_kernels
+
+
+def _fused(a2):
+    """Whether the rows ``a2`` (n, c) take the one-call float32 kernels."""
+    return a2.dtype == F32 and a2.shape[1] >= FUSED_MIN
 
 
 def _rows(a, dim):
@@ -72,6 +84,9 @@ class _Softmax(Function):
             k = _kernels()
             e = np.empty(xd.shape, xd.dtype)
             e2 = e.reshape(x2.shape)
+            if _fused(x2):
+                k.softmax32(x2, e2, 1.0, False)
+                return _output(ctx, e, dim)
             k.shift(x2, e2, 1.0, False)
             np.exp(e, out=e)                    # (<= 0 or NaN: no overflow, nothing invalid)
             k.normalize(e2, False)
@@ -109,6 +124,9 @@ class _LogSoftmax(Function):
             k = _kernels()
             z = np.empty(xd.shape, xd.dtype)
             z2 = z.reshape(x2.shape)
+            if _fused(x2):
+                k.log_softmax32(x2, z2, np.empty((1, x2.shape[1]), xd.dtype))
+                return _output(ctx, z, dim)
             k.shift(x2, z2, 1.0, False)
             ez = np.exp(z)                      # (<= 0 or NaN: no overflow, nothing invalid)
             k.log_normalize(z2, ez.reshape(x2.shape))
@@ -123,8 +141,13 @@ class _LogSoftmax(Function):
         y, dim, yd, gd = _saved(ctx, g)
         if grad_mode.enabled:
             return _ops.sub(g, _ops.mul(_ops.exp(y), _ops.sum_(g, dim, True))), None
-        gx = np.exp(yd)
         y2 = _rows(yd, dim)
+        if y2 is not None and _fused(y2):
+            gx = np.empty(yd.shape, yd.dtype)
+            _kernels().log_softmax_backward32(y2, np.ascontiguousarray(gd).reshape(y2.shape),
+                                              gx.reshape(y2.shape))
+            return _leaf(gx), None
+        gx = np.exp(yd)
         if y2 is not None:
             _kernels().log_softmax_backward(np.ascontiguousarray(gd).reshape(y2.shape),
                                             gx.reshape(y2.shape))
