@@ -3,14 +3,18 @@
 vjp_<rule>(g, a, b, out, c, d, ga, gb, set_a, set_b): add the rule's
 vector-Jacobian products for one chunk into ga and gb (skipped when empty),
 or store them there when set_a / set_b is true (the first writer of a fresh
-gradient: no zero-fill, no read).  Each kernel is compiled (or loaded from the
-cache) the first time a large tensor needs it.
+gradient: no zero-fill, no read).  Where every array a formula touches is
+float32, it runs in float32 with compiler/kernels32.py's helpers (as PyTorch
+computes a float32 backward); sin/cos only after checking their argument is in
+the range those helpers are exact for.  Each kernel is compiled (or loaded from
+the cache) the first time a large tensor needs it.
 """
 import math
 
 from numba import njit
 
 from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, vexp, where_pos, xlogy_safe, zero  # noqa: F401
+from compiler.kernels32 import F32, cos32, cosh32, eq32, erf32, ge32, inv0_32, sigmoid32, sign32, sin32, sinh32, sqrt32, step32, trig32_ok, vexp32, where_pos32, zero32  # noqa: F401
 
 
 @njit(cache=True, error_model='numpy')
@@ -18,14 +22,28 @@ def vjp_add(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """AddBackward0: ga += grad; gb += grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
             for i in range(n):
                 ga[i] += g[i]
     if gb.shape[0]:
-        if set_b:
+        if g.itemsize == 4 and gb.itemsize == 4:
+            if set_b:
+                for i in range(n):
+                    gb[i] = g[i]
+            else:
+                for i in range(n):
+                    gb[i] += g[i]
+        elif set_b:
             for i in range(n):
                 gb[i] = g[i]
         else:
@@ -38,14 +56,28 @@ def vjp_sub(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SubBackward0: ga += grad; gb += -grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
             for i in range(n):
                 ga[i] += g[i]
     if gb.shape[0]:
-        if set_b:
+        if g.itemsize == 4 and gb.itemsize == 4:
+            if set_b:
+                for i in range(n):
+                    gb[i] = -g[i]
+            else:
+                for i in range(n):
+                    gb[i] += -g[i]
+        elif set_b:
             for i in range(n):
                 gb[i] = -g[i]
         else:
@@ -58,14 +90,28 @@ def vjp_mul(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """MulBackward0: ga += grad * b; gb += grad * a"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and b.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * b[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * b[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * b[i]
         else:
             for i in range(n):
                 ga[i] += g[i] * b[i]
     if gb.shape[0]:
-        if set_b:
+        if g.itemsize == 4 and a.itemsize == 4 and gb.itemsize == 4:
+            if set_b:
+                for i in range(n):
+                    gb[i] = g[i] * a[i]
+            else:
+                for i in range(n):
+                    gb[i] += g[i] * a[i]
+        elif set_b:
             for i in range(n):
                 gb[i] = g[i] * a[i]
         else:
@@ -78,14 +124,28 @@ def vjp_div(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """DivBackward0: ga += grad / b; gb += -grad * a / (b * b)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and b.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / b[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / b[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / b[i]
         else:
             for i in range(n):
                 ga[i] += g[i] / b[i]
     if gb.shape[0]:
-        if set_b:
+        if g.itemsize == 4 and a.itemsize == 4 and b.itemsize == 4 and gb.itemsize == 4:
+            if set_b:
+                for i in range(n):
+                    gb[i] = -g[i] * a[i] / (b[i] * b[i])
+            else:
+                for i in range(n):
+                    gb[i] += -g[i] * a[i] / (b[i] * b[i])
+        elif set_b:
             for i in range(n):
                 gb[i] = -g[i] * a[i] / (b[i] * b[i])
         else:
@@ -158,14 +218,28 @@ def vjp_atan2(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """Atan2Backward0: ga += grad * b * inv0(a * a + b * b); gb += -grad * a * inv0(a * a + b * b)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and b.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * b[i] * inv0_32(a[i] * a[i] + b[i] * b[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * b[i] * inv0_32(a[i] * a[i] + b[i] * b[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * b[i] * inv0(a[i] * a[i] + b[i] * b[i])
         else:
             for i in range(n):
                 ga[i] += g[i] * b[i] * inv0(a[i] * a[i] + b[i] * b[i])
     if gb.shape[0]:
-        if set_b:
+        if g.itemsize == 4 and a.itemsize == 4 and b.itemsize == 4 and gb.itemsize == 4:
+            if set_b:
+                for i in range(n):
+                    gb[i] = -g[i] * a[i] * inv0_32(a[i] * a[i] + b[i] * b[i])
+            else:
+                for i in range(n):
+                    gb[i] += -g[i] * a[i] * inv0_32(a[i] * a[i] + b[i] * b[i])
+        elif set_b:
             for i in range(n):
                 gb[i] = -g[i] * a[i] * inv0(a[i] * a[i] + b[i] * b[i])
         else:
@@ -178,7 +252,14 @@ def vjp_remainder(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """RemainderBackward1: ga += grad; gb += -grad * floor(a / b)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
@@ -198,7 +279,14 @@ def vjp_fmod(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """FmodBackward1: ga += grad; gb += -grad * trunc(a / b)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
@@ -218,7 +306,14 @@ def vjp_binary_cross_entropy(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """BinaryCrossEntropyBackward0: ga += grad * (a - b) / where_pos(a * (1.0 - a) - 1e-12, a * (1.0 - a), 1e-12); gb += grad * (where_pos(log(1.0 - a) + 100.0, log(1.0 - a), -100.0) - where_pos(log(a) + 100.0, log(a), -100.0))"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and b.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * (a[i] - b[i]) / where_pos32(a[i] * (F32(1.0) - a[i]) - F32(1e-12), a[i] * (F32(1.0) - a[i]), F32(1e-12))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * (a[i] - b[i]) / where_pos32(a[i] * (F32(1.0) - a[i]) - F32(1e-12), a[i] * (F32(1.0) - a[i]), F32(1e-12))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * (a[i] - b[i]) / where_pos(a[i] * (1.0 - a[i]) - 1e-12, a[i] * (1.0 - a[i]), 1e-12)
         else:
@@ -238,7 +333,15 @@ def vjp_add_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """AddBackward0: ga += grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
@@ -251,7 +354,15 @@ def vjp_sub_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SubBackward0: ga += grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
@@ -264,7 +375,15 @@ def vjp_rsub_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """RsubBackward1: ga += -grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i]
+            else:
+                for i in range(n):
+                    ga[i] += -g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = -g[i]
         else:
@@ -277,7 +396,15 @@ def vjp_mul_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """MulBackward0: ga += grad * c"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * k_c
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * k_c
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * c
         else:
@@ -290,7 +417,15 @@ def vjp_div_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """DivBackward0: ga += grad / c"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / k_c
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / k_c
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / c
         else:
@@ -303,7 +438,15 @@ def vjp_rdiv_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """MulBackward0: ga += -grad * out / a"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i] * out[i] / a[i]
+            else:
+                for i in range(n):
+                    ga[i] += -g[i] * out[i] / a[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = -g[i] * out[i] / a[i]
         else:
@@ -342,7 +485,15 @@ def vjp_remainder_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """RemainderBackward0: ga += grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
@@ -355,7 +506,15 @@ def vjp_fmod_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """FmodBackward0: ga += grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i]
         else:
@@ -368,7 +527,14 @@ def vjp_neg(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """NegBackward0: ga += -grad"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i]
+            else:
+                for i in range(n):
+                    ga[i] += -g[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = -g[i]
         else:
@@ -381,7 +547,14 @@ def vjp_exp(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """ExpBackward0: ga += grad * out"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * out[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * out[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * out[i]
         else:
@@ -394,7 +567,14 @@ def vjp_log(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """LogBackward0: ga += grad / a"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / a[i]
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / a[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / a[i]
         else:
@@ -407,7 +587,14 @@ def vjp_sqrt(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SqrtBackward0: ga += grad / (2.0 * out)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / (F32(2.0) * out[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / (F32(2.0) * out[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / (2.0 * out[i])
         else:
@@ -420,7 +607,14 @@ def vjp_sin(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SinBackward0: ga += grad * cos(a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4 and trig32_ok(a):
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * cos32(a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * cos32(a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * math.cos(a[i])
         else:
@@ -433,7 +627,14 @@ def vjp_cos(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """CosBackward0: ga += -grad * sin(a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4 and trig32_ok(a):
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i] * sin32(a[i])
+            else:
+                for i in range(n):
+                    ga[i] += -g[i] * sin32(a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = -g[i] * math.sin(a[i])
         else:
@@ -446,7 +647,14 @@ def vjp_tanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """TanhBackward0: ga += grad * (1.0 - out * out)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * (F32(1.0) - out[i] * out[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * (F32(1.0) - out[i] * out[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * (1.0 - out[i] * out[i])
         else:
@@ -459,7 +667,14 @@ def vjp_sigmoid(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SigmoidBackward0: ga += grad * out * (1.0 - out)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * out[i] * (F32(1.0) - out[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * out[i] * (F32(1.0) - out[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * out[i] * (1.0 - out[i])
         else:
@@ -472,7 +687,14 @@ def vjp_relu(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """ReluBackward0: ga += where_pos(1.0 - ge(0.0, out), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = where_pos32(F32(1.0) - ge32(F32(0.0), out[i]), g[i], F32(0.0))
+            else:
+                for i in range(n):
+                    ga[i] += where_pos32(F32(1.0) - ge32(F32(0.0), out[i]), g[i], F32(0.0))
+        elif set_a:
             for i in range(n):
                 ga[i] = where_pos(1.0 - ge(0.0, out[i]), g[i], 0.0)
         else:
@@ -485,7 +707,14 @@ def vjp_abs(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """AbsBackward0: ga += grad * where_pos(eq(a, a), sign(a), 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * where_pos32(eq32(a[i], a[i]), sign32(a[i]), F32(0.0))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * where_pos32(eq32(a[i], a[i]), sign32(a[i]), F32(0.0))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * where_pos(eq(a[i], a[i]), sign(a[i]), 0.0)
         else:
@@ -498,7 +727,14 @@ def vjp_rsqrt(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """RsqrtBackward0: ga += -0.5 * grad * out * out * out"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = -F32(0.5) * g[i] * out[i] * out[i] * out[i]
+            else:
+                for i in range(n):
+                    ga[i] += -F32(0.5) * g[i] * out[i] * out[i] * out[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = -0.5 * g[i] * out[i] * out[i] * out[i]
         else:
@@ -511,7 +747,14 @@ def vjp_exp2(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """Exp2Backward0: ga += grad * out * 0.6931471805599453"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * out[i] * F32(0.6931471805599453)
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * out[i] * F32(0.6931471805599453)
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * out[i] * 0.6931471805599453
         else:
@@ -524,7 +767,14 @@ def vjp_expm1(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """Expm1Backward0: ga += grad * (out + 1.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * (out[i] + F32(1.0))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * (out[i] + F32(1.0))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * (out[i] + 1.0)
         else:
@@ -537,7 +787,14 @@ def vjp_log2(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """Log2Backward0: ga += grad / (a * 0.6931471805599453)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / (a[i] * F32(0.6931471805599453))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / (a[i] * F32(0.6931471805599453))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / (a[i] * 0.6931471805599453)
         else:
@@ -550,7 +807,14 @@ def vjp_log10(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """Log10Backward0: ga += grad / (a * 2.302585092994046)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / (a[i] * F32(2.302585092994046))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / (a[i] * F32(2.302585092994046))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / (a[i] * 2.302585092994046)
         else:
@@ -563,7 +827,14 @@ def vjp_log1p(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """Log1PBackward0: ga += grad / (a + 1.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / (a[i] + F32(1.0))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / (a[i] + F32(1.0))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / (a[i] + 1.0)
         else:
@@ -576,7 +847,14 @@ def vjp_tan(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """TanBackward0: ga += grad * (1.0 + out * out)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * (F32(1.0) + out[i] * out[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * (F32(1.0) + out[i] * out[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * (1.0 + out[i] * out[i])
         else:
@@ -589,7 +867,14 @@ def vjp_asin(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """AsinBackward0: ga += grad / sqrt(1.0 - a * a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / sqrt32(F32(1.0) - a[i] * a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / sqrt32(F32(1.0) - a[i] * a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / math.sqrt(1.0 - a[i] * a[i])
         else:
@@ -602,7 +887,14 @@ def vjp_acos(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """AcosBackward0: ga += -grad / sqrt(1.0 - a * a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i] / sqrt32(F32(1.0) - a[i] * a[i])
+            else:
+                for i in range(n):
+                    ga[i] += -g[i] / sqrt32(F32(1.0) - a[i] * a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = -g[i] / math.sqrt(1.0 - a[i] * a[i])
         else:
@@ -615,7 +907,14 @@ def vjp_atan(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """AtanBackward0: ga += grad / (1.0 + a * a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] / (F32(1.0) + a[i] * a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] / (F32(1.0) + a[i] * a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] / (1.0 + a[i] * a[i])
         else:
@@ -628,7 +927,14 @@ def vjp_sinh(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SinhBackward0: ga += grad * cosh(a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * cosh32(a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * cosh32(a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * cosh(a[i])
         else:
@@ -641,7 +947,14 @@ def vjp_cosh(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """CoshBackward0: ga += grad * sinh(a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * sinh32(a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * sinh32(a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * sinh(a[i])
         else:
@@ -654,7 +967,14 @@ def vjp_erf(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """ErfBackward0: ga += grad * 1.1283791670955126 * exp(-a * a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * F32(1.1283791670955126) * vexp32(-a[i] * a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * F32(1.1283791670955126) * vexp32(-a[i] * a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * 1.1283791670955126 * vexp(-a[i] * a[i])
         else:
@@ -667,7 +987,14 @@ def vjp_erfc(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """ErfcBackward0: ga += -grad * 1.1283791670955126 * exp(-a * a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i] * F32(1.1283791670955126) * vexp32(-a[i] * a[i])
+            else:
+                for i in range(n):
+                    ga[i] += -g[i] * F32(1.1283791670955126) * vexp32(-a[i] * a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = -g[i] * 1.1283791670955126 * vexp(-a[i] * a[i])
         else:
@@ -680,7 +1007,14 @@ def vjp_erfinv(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """ErfinvBackward0: ga += grad * 0.886226925452758 * exp(out * out)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * F32(0.886226925452758) * vexp32(out[i] * out[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * F32(0.886226925452758) * vexp32(out[i] * out[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * 0.886226925452758 * vexp(out[i] * out[i])
         else:
@@ -732,7 +1066,14 @@ def vjp_reciprocal(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """ReciprocalBackward0: ga += -grad * out * out"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i] * out[i] * out[i]
+            else:
+                for i in range(n):
+                    ga[i] += -g[i] * out[i] * out[i]
+        elif set_a:
             for i in range(n):
                 ga[i] = -g[i] * out[i] * out[i]
         else:
@@ -745,7 +1086,14 @@ def vjp_silu(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SiluBackward0: ga += grad * sigmoid(a) * (1.0 + a * (1.0 - sigmoid(a)))"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * sigmoid32(a[i]) * (F32(1.0) + a[i] * (F32(1.0) - sigmoid32(a[i])))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * sigmoid32(a[i]) * (F32(1.0) + a[i] * (F32(1.0) - sigmoid32(a[i])))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * sigmoid(a[i]) * (1.0 + a[i] * (1.0 - sigmoid(a[i])))
         else:
@@ -758,7 +1106,14 @@ def vjp_gelu(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """GeluBackward0: ga += grad * (0.5 * (1.0 + erf(a * 0.7071067811865476)) + a * 0.3989422804014327 * exp(-0.5 * a * a))"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * (F32(0.5) * (F32(1.0) + erf32(a[i] * F32(0.7071067811865476))) + a[i] * F32(0.3989422804014327) * vexp32(-F32(0.5) * a[i] * a[i]))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * (F32(0.5) * (F32(1.0) + erf32(a[i] * F32(0.7071067811865476))) + a[i] * F32(0.3989422804014327) * vexp32(-F32(0.5) * a[i] * a[i]))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * (0.5 * (1.0 + erf(a[i] * 0.7071067811865476)) + a[i] * 0.3989422804014327 * vexp(-0.5 * a[i] * a[i]))
         else:
@@ -771,7 +1126,14 @@ def vjp_gelu_tanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """GeluBackward0: ga += grad * (sigmoid(1.5957691216057308 * (a + 0.044715 * a * a * a)) + 2.0 * a * sigmoid(1.5957691216057308 * (a + 0.044715 * a * a * a)) * sigmoid(-1.5957691216057308 * (a + 0.044715 * a * a * a)) * 0.7978845608028654 * (1.0 + 0.134145 * a * a))"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * (sigmoid32(F32(1.5957691216057308) * (a[i] + F32(0.044715) * a[i] * a[i] * a[i])) + F32(2.0) * a[i] * sigmoid32(F32(1.5957691216057308) * (a[i] + F32(0.044715) * a[i] * a[i] * a[i])) * sigmoid32(-F32(1.5957691216057308) * (a[i] + F32(0.044715) * a[i] * a[i] * a[i])) * F32(0.7978845608028654) * (F32(1.0) + F32(0.134145) * a[i] * a[i]))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * (sigmoid32(F32(1.5957691216057308) * (a[i] + F32(0.044715) * a[i] * a[i] * a[i])) + F32(2.0) * a[i] * sigmoid32(F32(1.5957691216057308) * (a[i] + F32(0.044715) * a[i] * a[i] * a[i])) * sigmoid32(-F32(1.5957691216057308) * (a[i] + F32(0.044715) * a[i] * a[i] * a[i])) * F32(0.7978845608028654) * (F32(1.0) + F32(0.134145) * a[i] * a[i]))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * (sigmoid(1.5957691216057308 * (a[i] + 0.044715 * a[i] * a[i] * a[i])) + 2.0 * a[i] * sigmoid(1.5957691216057308 * (a[i] + 0.044715 * a[i] * a[i] * a[i])) * sigmoid(-1.5957691216057308 * (a[i] + 0.044715 * a[i] * a[i] * a[i])) * 0.7978845608028654 * (1.0 + 0.134145 * a[i] * a[i]))
         else:
@@ -784,7 +1146,15 @@ def vjp_leaky_relu(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """LeakyReluBackward0: ga += grad * where_pos(a, 1.0, c)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * where_pos32(a[i], F32(1.0), k_c)
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * where_pos32(a[i], F32(1.0), k_c)
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * where_pos(a[i], 1.0, c)
         else:
@@ -797,7 +1167,15 @@ def vjp_elu(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """EluBackward0: ga += grad * where_pos(a, 1.0, where_pos(-a, out + c, c))"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * where_pos32(a[i], F32(1.0), where_pos32(-a[i], out[i] + k_c, k_c))
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * where_pos32(a[i], F32(1.0), where_pos32(-a[i], out[i] + k_c, k_c))
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * where_pos(a[i], 1.0, where_pos(-a[i], out[i] + c, c))
         else:
@@ -810,7 +1188,16 @@ def vjp_softplus(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SoftplusBackward0: ga += grad * where_pos(eq(a, a), where_pos(eq(out, a), 1.0, where_pos(d - a * c, sigmoid(a * c), sigmoid(d))), a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            k_d = F32(d)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * where_pos32(eq32(a[i], a[i]), where_pos32(eq32(out[i], a[i]), F32(1.0), where_pos32(k_d - a[i] * k_c, sigmoid32(a[i] * k_c), sigmoid32(k_d))), a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * where_pos32(eq32(a[i], a[i]), where_pos32(eq32(out[i], a[i]), F32(1.0), where_pos32(k_d - a[i] * k_c, sigmoid32(a[i] * k_c), sigmoid32(k_d))), a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * where_pos(eq(a[i], a[i]), where_pos(eq(out[i], a[i]), 1.0, where_pos(d - a[i] * c, sigmoid(a[i] * c), sigmoid(d))), a[i])
         else:
@@ -823,7 +1210,14 @@ def vjp_sign(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """SignBackward0: ga += zero(grad)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = zero32(g[i])
+            else:
+                for i in range(n):
+                    ga[i] += zero32(g[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = zero(g[i])
         else:
@@ -836,7 +1230,14 @@ def vjp_floor(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """FloorBackward0: ga += zero(grad)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = zero32(g[i])
+            else:
+                for i in range(n):
+                    ga[i] += zero32(g[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = zero(g[i])
         else:
@@ -849,7 +1250,14 @@ def vjp_ceil(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """CeilBackward0: ga += zero(grad)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = zero32(g[i])
+            else:
+                for i in range(n):
+                    ga[i] += zero32(g[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = zero(g[i])
         else:
@@ -862,7 +1270,14 @@ def vjp_round(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """RoundBackward0: ga += zero(grad)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = zero32(g[i])
+            else:
+                for i in range(n):
+                    ga[i] += zero32(g[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = zero(g[i])
         else:
@@ -875,7 +1290,15 @@ def vjp_round_decimals(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """RoundBackward1: ga += zero(grad)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = zero32(g[i])
+            else:
+                for i in range(n):
+                    ga[i] += zero32(g[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = zero(g[i])
         else:
@@ -888,7 +1311,14 @@ def vjp_trunc(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """TruncBackward0: ga += zero(grad)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = zero32(g[i])
+            else:
+                for i in range(n):
+                    ga[i] += zero32(g[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = zero(g[i])
         else:
@@ -901,7 +1331,16 @@ def vjp_clamp(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """ClampBackward1: ga += where_pos(ge(d, c) * eq(out, a), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            k_d = F32(d)
+            if set_a:
+                for i in range(n):
+                    ga[i] = where_pos32(ge32(k_d, k_c) * eq32(out[i], a[i]), g[i], F32(0.0))
+            else:
+                for i in range(n):
+                    ga[i] += where_pos32(ge32(k_d, k_c) * eq32(out[i], a[i]), g[i], F32(0.0))
+        elif set_a:
             for i in range(n):
                 ga[i] = where_pos(ge(d, c) * eq(out[i], a[i]), g[i], 0.0)
         else:
@@ -914,7 +1353,16 @@ def vjp_hardtanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """HardtanhBackward0: ga += where_pos(eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d)), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            k_d = F32(d)
+            if set_a:
+                for i in range(n):
+                    ga[i] = where_pos32(eq32(out[i], a[i]) * (F32(1.0) - eq32(a[i], k_c)) * (F32(1.0) - eq32(a[i], k_d)), g[i], F32(0.0))
+            else:
+                for i in range(n):
+                    ga[i] += where_pos32(eq32(out[i], a[i]) * (F32(1.0) - eq32(a[i], k_c)) * (F32(1.0) - eq32(a[i], k_d)), g[i], F32(0.0))
+        elif set_a:
             for i in range(n):
                 ga[i] = where_pos(eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d)), g[i], 0.0)
         else:
@@ -927,7 +1375,15 @@ def vjp_norm_root(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """LinalgVectorNormBackward0: ga += grad * c * out * inv0(a)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * k_c * out[i] * inv0_32(a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * k_c * out[i] * inv0_32(a[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * c * out[i] * inv0(a[i])
         else:
@@ -940,7 +1396,14 @@ def vjp_std_root(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """StdBackward0: ga += grad * 0.5 * inv0(out)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * F32(0.5) * inv0_32(out[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * F32(0.5) * inv0_32(out[i])
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * 0.5 * inv0(out[i])
         else:
@@ -953,7 +1416,16 @@ def vjp_var_scale(g, a, b, out, c, d, ga, gb, set_a, set_b):
     """VarBackward0: ga += grad * c"""
     n = g.shape[0]
     if ga.shape[0]:
-        if set_a:
+        if g.itemsize == 4 and ga.itemsize == 4:
+            k_c = F32(c)
+            k_d = F32(d)
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * k_c
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * k_c
+        elif set_a:
             for i in range(n):
                 ga[i] = g[i] * c
         else:

@@ -107,17 +107,30 @@ class _To32(ast.NodeTransformer):
     anything without one (the run then keeps its float64 kernel)."""
     _OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)
 
+    def __init__(self, guards=None):
+        # a helper exact only on part of its domain (kernels32.GUARDED32) is taken
+        # only by a caller that checks its arguments first: it passes a set, which
+        # collects (checking function, array name) pairs; others get ValueError
+        self.guards = guards
+
     def visit_Constant(self, node):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise ValueError(node.value)
         return ast.Call(ast.Name('F32', ast.Load()), [node], [])
 
     def visit_Call(self, node):
-        from compiler.kernels32 import HELPERS32
-        if not isinstance(node.func, ast.Name) or node.func.id not in HELPERS32:
+        from compiler.kernels32 import GUARDED32, HELPERS32
+        name = HELPERS32.get(ast.unparse(node.func))
+        if name is None:
             raise ValueError(ast.unparse(node.func))
+        if name in GUARDED32:
+            arg = node.args[0] if len(node.args) == 1 else None
+            if self.guards is None or not (isinstance(arg, ast.Subscript)
+                                           and isinstance(arg.value, ast.Name)):
+                raise ValueError(name)
+            self.guards.add((GUARDED32[name], arg.value.id))
         node.args = [self.visit(a) for a in node.args]
-        node.func = ast.Name(HELPERS32[node.func.id], ast.Load())
+        node.func = ast.Name(name, ast.Load())
         return node
 
     def visit_BinOp(self, node):
@@ -234,7 +247,8 @@ def source(run):
     if f32:
         from compiler.kernels32 import HELPERS32
         header += ('from compiler.kernels32 import F32, '
-                   + ', '.join(sorted(set(HELPERS32.values()))) + '  # noqa: F401\n\n\n')
+                   + ', '.join(sorted(set(HELPERS32.values()) - {'abs'}))
+                   + '  # noqa: F401\n\n\n')
     return header + '\n'.join(lines) + '\n'
 
 

@@ -223,6 +223,15 @@ def _with_const(name, a, out, c, d=None):
 def leaky_relu(a, negative_slope=0.01, inplace=False):
     a = _floats_only(_t(a), 'leaky_relu_cpu')
     d = a._data
+    if _fast(d) and type(negative_slope) in (int, float):
+        # one compiled pass: np.where's select branches on the sign of each element
+        # (~4 ns an element on real data, 25x PyTorch's time)
+        from compiler.activation_kernels import leaky_relu_fwd
+        out = np.empty(d.shape, d.dtype)
+        with np.errstate(over='ignore'):
+            slope = d.dtype.type(negative_slope)
+        leaky_relu_fwd(d.reshape(-1), slope, out.reshape(-1))
+        return _with_const('leaky_relu', a, out, negative_slope)
     out = np.where(d > 0, d, d * negative_slope)
     return _with_const('leaky_relu', a, out, negative_slope)
 
@@ -339,6 +348,18 @@ def clamp(a, min=None, max=None):  # noqa: A002  (torch's argument names)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return _clamp_tensor(a, min, max)
     d = a._data
+    if _fast(d) and type(min) in _BOUND_TYPES and type(max) in _BOUND_TYPES:
+        # one compiled pass instead of np.maximum's and np.minimum's two; the
+        # bounds in d's dtype, as NumPy compares with a Python number
+        fin = float(np.finfo(d.dtype).max)
+        lo = -math.inf if min is None else min
+        hi = math.inf if max is None else max
+        # (not a NaN bound, which makes every element NaN, nor one that overflows d's dtype)
+        if all(abs(v) <= fin or v in (math.inf, -math.inf) for v in (lo, hi)):
+            from compiler.activation_kernels import clamp_fwd
+            out = np.empty(d.shape, d.dtype)
+            clamp_fwd(d.reshape(-1), d.dtype.type(lo), d.dtype.type(hi), out.reshape(-1))
+            return _with_const('clamp', a, out, lo, hi)
     out = d
     if min is not None:
         out = np.maximum(out, min)
@@ -349,6 +370,9 @@ def clamp(a, min=None, max=None):  # noqa: A002  (torch's argument names)
     # the bounds go in the record (no gradient where lo > hi: see tape/_rules.py)
     return _with_const('clamp', a, out, -math.inf if min is None else min,
                        math.inf if max is None else max)
+
+
+_BOUND_TYPES = (int, float, type(None))
 
 
 def _clamp_tensor(a, lo, hi):
