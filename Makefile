@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP = $(PYTHON) -m pip
 
-.PHONY: install test demo bench codegen
+.PHONY: install test demo bench survey codegen
 
 # make test installs what the tests need (numba, numpy, pytest, hypothesis)
 # and the package itself in editable mode, then runs the suite.
@@ -16,6 +16,10 @@ demo: install
 
 bench: install
 	$(PYTHON) examples/bench.py
+
+# per-op forward and forward+backward times against PyTorch (needs torch)
+survey: install
+	$(PYTHON) examples/op_survey.py
 
 codegen:
 	$(PYTHON) -m compiler.codegen
