@@ -1,8 +1,13 @@
 """Indexing by index tensors: gather, index_select, scatter, masked_select, item assignment.
 
 Reads are take records (the flat position of each output element in the
-input).  Writes (``scatter``, ``x[key] = value``) are a where record that
-chooses, per element, between the old tensor and the written values put in
+input), except that index_select and gather (and nn.functional.embedding) pick
+with a Numba kernel (compiler/index_kernels.py) that checks the indices in the
+same pass, and where a take record would be a big one (tape/_big.py: an int64
+map as large as the output, a float64 bincount backward) record one Function
+of the input instead, whose backward adds the gradient's rows back in one
+kernel call (``own_record``).  Writes (``scatter``, ``x[key] = value``) are a
+where record that chooses, per element, between the old tensor and the written values put in
 place, so the old tensor's gradient is cut where it was overwritten and the
 written values get theirs.  Every check runs before anything is recorded.
 
@@ -17,7 +22,10 @@ import math
 import numpy as np
 
 from . import _ops, _views
+from .autograd import function as _function
+from .autograd.function import Function
 from ._ops import _shape_str, _unwrap_key
+from ._big import BIG
 from ._reductions import _flat_index, take_as
 from ._structural import record_where
 from ._tape import grad_mode
@@ -57,10 +65,147 @@ def index_select(a, dim, index):
         return take_as('index_select', a, d.reshape(1)[idx.reshape(-1) * 0].reshape(idx.shape),
                        np.zeros(idx.shape, np.int64))
     dim = _norm_dim(dim, d.ndim, 'index_select')
-    _check_range(idx, d.shape[dim], dim, 'index_select', d.shape, negative=False)
     flat = idx.reshape(-1)
-    out = np.take(d, flat, axis=dim)
+    if d.dtype.kind in KERNEL_KINDS and d.flags.c_contiguous:
+        # one kernel pass picks the rows and checks the indices (no index map)
+        flat = np.ascontiguousarray(flat)
+        n = d.shape[dim]
+        outer = math.prod(d.shape[:dim])
+        inner = math.prod(d.shape[dim + 1:])
+        m = flat.shape[0]
+        out = np.empty(d.shape[:dim] + (m,) + d.shape[dim + 1:], d.dtype)
+        bad = kernels().pick_rows(d.reshape(outer, n, inner), flat, out.reshape(outer, m, inner))
+        if bad >= 0:
+            _check_range(flat[bad:bad + 1], n, dim, 'index_select', d.shape, negative=False)
+        if not (a._rg and grad_mode.enabled):
+            return _leaf(out)
+        if as_function(d.size, out.size) and fast_record_ok(a):
+            ctx = new_ctx('IndexSelectBackward0')
+            ctx.idx, ctx.dim, ctx.rows, ctx.shape, ctx.dtype = \
+                keep_index(ctx, index, flat), dim, (outer, n, inner), d.shape, d.dtype
+            return own_record(_IndexSelect, ctx, a, _leaf(out))
+    else:
+        _check_range(idx, d.shape[dim], dim, 'index_select', d.shape, negative=False)
+        out = np.take(d, flat, axis=dim)
     return take_as('index_select', a, out, np.take(_flat_index(d.shape), flat, axis=dim))
+
+
+def as_function(in_size, out_size):
+    """Record a pick as a Function (its backward one kernel call) rather than a take
+    record?  Where the take record would take the big-record path (tape/_big.py:
+    an int64 map as large as the output, a float64 bincount backward); a smaller
+    take record's map is cheap and the compiled sweep runs it without calling back
+    into Python, which costs a Function record ~7 us."""
+    return in_size >= BIG or out_size >= BIG
+
+
+# dtypes the row kernels take (NumPy's object and string dtypes keep np.take)
+KERNEL_KINDS = 'biufc'
+_index_kernels = None
+
+
+def kernels():
+    """compiler.index_kernels, imported on first use (nothing compiles at import)."""
+    global _index_kernels
+    if _index_kernels is None:
+        import compiler.index_kernels as k
+        _index_kernels = k
+    return _index_kernels
+
+
+def fast_record_ok(a):
+    """May a pick of ``a`` be recorded as one of this module's Functions?  Not while
+    tape.jit traces (its replay kernel replays take records, not Functions) nor
+    under forward-mode AD (its tangents flow through the rule table's take)."""
+    return grad_mode.value_uses is None and _function.jvp_hook is None and type(a) is Tensor
+
+
+def new_ctx(name):
+    return _function._new_ctx(_function.FunctionCtx, name)
+
+
+def keep_index(ctx, index, arr):
+    """The index array ``arr`` (read from ``index``) for the backward.  An index
+    tensor is saved, as PyTorch saves it: changing it in place before the backward
+    then raises; anything else is copied (the caller may still change it)."""
+    if type(index) is Tensor:
+        ctx.save_for_backward(index)
+        return arr
+    return arr.copy()
+
+
+def own_record(cls, ctx, a, o):
+    """Record ``o = cls(a)`` as ``apply_own_inputs`` does (the compiled sweep calls
+    ``cls._backward_arrays``), as a Function of ``a`` alone: the indices and options
+    are not inputs (PyTorch's node has one next function).  ``a`` is not saved, so
+    changing it in place afterwards does not stop the backward, as in PyTorch."""
+    ctx.needs_input_grad = (True,)
+    tape = _ops.tape_of_all([a])
+    rec = _PickRecord()
+    rec.cls = cls
+    rec.ctx = ctx
+    rec.nargs = 1
+    rec.in_slots = [_ops._slot(a, tape)]
+    rec.in_shapes = [a._data.shape]
+    rec.in_dtypes = [a._data.dtype]
+    return _function._append_own(tape, rec, ctx, o)
+
+
+class _PickRecord(_function._OwnInputsRecord):
+    """``own_record``'s record: as ``apply_own_inputs``'s, but the input's gradient
+    (a fresh array of the kernel's) is handed over as owned, so a leaf adopts it
+    as its ``.grad`` instead of copying it (a copy as large as the input)."""
+    __slots__ = ()
+
+    def backward(self, store):
+        s = self.out_slots[0]
+        if s < 0 or not store.reached(s):
+            return
+        si = self.in_slots[0]
+        shape = self.out_shapes[0]
+        gi, = self.cls._backward_arrays(self.ctx, store.get(s, math.prod(shape), shape))
+        if si >= 0:
+            store.add(si, gi.size, gi, owned=True)
+
+
+def _grad_rows(g, shape):
+    """The output's gradient as a C-contiguous array in ``shape``, in its own dtype
+    (the sweep's arena may hold float64 for a float32 graph: the kernels cast per
+    element, which beats a cast copy)."""
+    return np.ascontiguousarray(g).reshape(shape)
+
+
+def grad_zeros(shape, dt):
+    """The input's gradient to add into: in the input's dtype, as the leaf's
+    ``.grad`` adopts it as is (another dtype would be cast again, a full copy)."""
+    return np.zeros(shape, dt if dt.kind in 'fc' else np.float64)
+
+
+class _IndexSelect(Function):
+    """index_select's record: ``ctx.idx`` (flat), ``ctx.rows`` the input viewed as
+    (outer, n, inner) rows along ``dim``; the backward adds the gradient's rows
+    back (PyTorch's index_add)."""
+    @staticmethod
+    def _backward_arrays(ctx, g):
+        ctx.saved_tensors           # (raises after the graph was freed, as PyTorch's)
+        outer, n, inner = ctx.rows
+        idx = ctx.idx
+        ga = grad_zeros(ctx.shape, ctx.dtype)
+        kernels().add_rows(_grad_rows(g, (outer, idx.shape[0], inner)), idx,
+                           ga.reshape(outer, n, inner))
+        return (ga,)
+
+    @staticmethod
+    def backward(ctx, gy):
+        if not grad_mode.enabled:
+            return _leaf(_IndexSelect._backward_arrays(ctx, np.asarray(gy._data))[0])
+        ctx.saved_tensors
+        # create_graph: the same sum as a recorded put, so it differentiates again
+        pos = np.take(_flat_index(ctx.shape), ctx.idx, axis=ctx.dim).reshape(-1)
+        return _ops.reshape(_ops.put_flat(gy, pos, math.prod(ctx.shape)), ctx.shape)
+
+
+_IndexSelect._backward_name = 'IndexSelectBackward0'
 
 
 def _gather_positions(shape, dim, idx, opname):
@@ -86,8 +231,61 @@ def gather(a, dim, index):
     d = np.asarray(a._data)
     idx = _index_array(index, 'gather')
     dim = _norm_dim(dim, d.ndim, 'gather')
+    if (d.ndim and idx.ndim == d.ndim and d.dtype.kind in KERNEL_KINDS and d.flags.c_contiguous
+            and idx.shape[:dim] == d.shape[:dim] and idx.shape[dim + 1:] == d.shape[dim + 1:]):
+        # index and input agree off ``dim`` (the usual case): one kernel pass picks and
+        # checks, with no map of flat positions
+        n = d.shape[dim]
+        outer = math.prod(d.shape[:dim])
+        inner = math.prod(d.shape[dim + 1:])
+        m = idx.shape[dim]
+        idx = np.ascontiguousarray(idx)
+        out = np.empty(idx.shape, d.dtype)
+        record = a._rg and grad_mode.enabled
+        function = record and as_function(d.size, out.size) and fast_record_ok(a)
+        pos = np.empty(out.size if record and not function else 0, np.int64)
+        bad = kernels().gather_rows(d.reshape(outer, n, inner), idx.reshape(outer, m, inner),
+                                    out.reshape(outer, m, inner), pos)
+        if bad >= 0:
+            _check_range(idx.reshape(-1)[bad:bad + 1], n, dim, 'gather', d.shape,
+                         RuntimeError, False)
+        if not record:
+            return _leaf(out)
+        if not function:
+            return take_as('gather', a, out, pos)
+        ctx = new_ctx('GatherBackward0')
+        ctx.idx, ctx.dim, ctx.rows, ctx.shape, ctx.dtype = \
+            keep_index(ctx, index, idx), dim, (outer, n, inner), d.shape, d.dtype
+        return own_record(_Gather, ctx, a, _leaf(out))
     pos = _gather_positions(d.shape, dim, idx, 'gather')
     return take_as('gather', a, d.reshape(-1)[pos].reshape(idx.shape), pos)
+
+
+class _Gather(Function):
+    """gather's record when the index agrees with the input off ``dim``: ``ctx.idx``
+    (the index, C-contiguous), ``ctx.rows`` the input as (outer, n, inner); the
+    backward is PyTorch's scatter_add of the gradient."""
+    @staticmethod
+    def _backward_arrays(ctx, g):
+        ctx.saved_tensors           # (raises after the graph was freed, as PyTorch's)
+        outer, n, inner = ctx.rows
+        idx = ctx.idx
+        m = idx.shape[ctx.dim]
+        ga = grad_zeros(ctx.shape, ctx.dtype)
+        kernels().scatter_rows(_grad_rows(g, (outer, m, inner)),
+                               idx.reshape(outer, m, inner), ga.reshape(outer, n, inner))
+        return (ga,)
+
+    @staticmethod
+    def backward(ctx, gy):
+        if not grad_mode.enabled:
+            return _leaf(_Gather._backward_arrays(ctx, np.asarray(gy._data))[0])
+        ctx.saved_tensors
+        pos = _gather_positions(ctx.shape, ctx.dim, ctx.idx, 'gather').reshape(-1)
+        return _ops.reshape(_ops.put_flat(gy, pos, math.prod(ctx.shape)), ctx.shape)
+
+
+_Gather._backward_name = 'GatherBackward0'
 
 
 def take(a, index):

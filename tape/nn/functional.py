@@ -1293,7 +1293,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
               scale_grad_by_freq=False, sparse=False):
     """Rows of ``weight`` picked by the integer ``input``; the gradient goes to ``weight``
     (none to the row ``padding_idx``).  ``max_norm`` renormalizes the picked rows of
-    ``weight`` in place first, as PyTorch does."""
+    ``weight`` in place first, as PyTorch does.
+
+    One ``_Embedding`` record (a row pick by a Numba kernel, its backward a row
+    scatter-add) instead of a take record of every picked element's position."""
     note_value_use('embedding')         # (the indices are baked in)
     idx = np.asarray(input._data if isinstance(input, Tensor) else input)
     w = _t(weight)
@@ -1316,19 +1319,38 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
     if sparse:
         raise NotImplementedError('embedding: sparse gradients are not supported by tape; use '
                                   'sparse=False (the gradient is then dense)')
-    flat = idx.reshape(-1).astype(np.int64)
+    flat = idx.reshape(-1)
+    if max_norm is not None:
+        if flat.size and (flat.min() < 0 or flat.max() >= num):
+            raise IndexError('index out of range in self')
+        _embedding_renorm(w, flat, max_norm, norm_type)
+    if not _ix.fast_record_ok(w) or w._data.dtype.kind not in _ix.KERNEL_KINDS:
+        return _embedding_take(w, idx, flat, num, ws, padding_idx, scale_grad_by_freq)
+    return _embedding_pick(w, input, np.ascontiguousarray(flat), idx.shape,
+                           -1 if padding_idx is None else int(padding_idx),
+                           bool(scale_grad_by_freq))
+
+
+def _embedding_renorm(w, flat, max_norm, norm_type):
+    """PyTorch's embedding_renorm_: the picked rows of norm over ``max_norm`` scaled
+    down to it, in place (bumps ``w``'s version)."""
+    rows = np.unique(flat)
+    wd = np.asarray(w._data)
+    norms = np.linalg.norm(wd[rows].astype(np.float64), ord=norm_type, axis=1)
+    big = norms > max_norm
+    if big.any():
+        rows = rows[big]
+        scale = (max_norm / (norms[big] + 1e-7)).astype(wd.dtype)[:, None]
+        with _no_grad():
+            w[rows] = _leaf(wd[rows] * scale)
+
+
+def _embedding_take(w, idx, flat, num, ws, padding_idx, scale_grad_by_freq):
+    """embedding as tape ops (a take record, a where for ``padding_idx``, a rescale for
+    ``scale_grad_by_freq``): the form forward-mode AD and tape.jit's replay take."""
+    flat = flat.astype(np.int64)
     if flat.size and (flat.min() < 0 or flat.max() >= num):
         raise IndexError('index out of range in self')
-    if max_norm is not None:
-        rows = np.unique(flat)
-        wd = np.asarray(w._data)
-        norms = np.linalg.norm(wd[rows].astype(np.float64), ord=norm_type, axis=1)
-        big = norms > max_norm
-        if big.any():
-            rows = rows[big]
-            scale = (max_norm / (norms[big] + 1e-7)).astype(wd.dtype)[:, None]
-            with _no_grad():
-                w[rows] = _leaf(wd[rows] * scale)
     out = _ix.index_select(w, 0, flat)
     out = _ops.reshape(out, idx.shape + (ws[1],))
     if scale_grad_by_freq and flat.size:
@@ -1339,6 +1361,62 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
     if padding_idx is not None and (idx == padding_idx).any():
         out = _ew.where(_leaf((idx == padding_idx)[..., None]), _leaf(np.asarray(out._data)), out)
     return out
+
+
+class _Embedding(_ix.Function):
+    """out = weight[idx] (``ctx.idx`` the flat indices), recorded by ``_ix.own_record``:
+    the compiled sweep takes ``_backward_arrays`` (one kernel call); under
+    ``create_graph`` ``backward`` scatters the gradient with a recorded ``put_flat``."""
+    @staticmethod
+    def _backward_arrays(ctx, g):
+        ctx.saved_tensors           # (raises after the graph was freed, as PyTorch's)
+        v, d = ctx.wshape
+        gw = _ix.grad_zeros((v, d), ctx.dtype)
+        idx = ctx.idx
+        g = np.ascontiguousarray(g).reshape(idx.shape[0], d)
+        _ix.kernels().embedding_backward(g, idx, gw, ctx.padding_idx, ctx.by_freq)
+        return (gw,)
+
+    @staticmethod
+    def backward(ctx, gy):
+        if not grad_mode.enabled:
+            return _leaf(_Embedding._backward_arrays(ctx, np.asarray(gy._data))[0])
+        ctx.saved_tensors
+        # create_graph: the same scatter as recorded ops, so it differentiates again
+        # (with scale_grad_by_freq's 1/count too, which PyTorch's double backward drops)
+        v, d = ctx.wshape
+        idx = ctx.idx.astype(np.int64)
+        g = _ops.reshape(gy, (idx.shape[0] * d,))
+        keep = idx != ctx.padding_idx
+        if ctx.by_freq or not keep.all():
+            scale = keep / np.maximum(np.bincount(idx, minlength=v), 1)[idx] if ctx.by_freq \
+                else keep
+            g = _ops.mul(g, _leaf(np.repeat(scale.astype(_dt_of(gy)), d)))
+        pos = (idx[:, None] * d + np.arange(d)).reshape(-1)
+        return _ops.reshape(_ops.put_flat(g, pos, v * d), (v, d))
+
+
+_Embedding._backward_name = 'EmbeddingBackward0'
+
+
+def _embedding_pick(w, index, idx, shape, padding_idx, by_freq):
+    """weight[idx] by one kernel pass that also checks the indices, recorded as one
+    ``_Embedding`` (PyTorch's EmbeddingBackward0)."""
+    wd = w._data
+    if not wd.flags.c_contiguous:
+        wd = np.ascontiguousarray(wd)
+    v, d = wd.shape
+    m = idx.shape[0]
+    out = np.empty((m, d), wd.dtype)
+    if _ix.kernels().pick_rows(wd.reshape(1, v, d), idx, out.reshape(1, m, d)) >= 0:
+        raise IndexError('index out of range in self')
+    out = _leaf(out.reshape(shape + (d,)))
+    if not (w._rg and grad_mode.enabled):
+        return out
+    ctx = _ix.new_ctx('EmbeddingBackward0')
+    ctx.idx, ctx.padding_idx, ctx.by_freq, ctx.wshape, ctx.dtype = \
+        _ix.keep_index(ctx, index, idx), padding_idx, by_freq, (v, d), wd.dtype
+    return _ix.own_record(_Embedding, ctx, w, out)
 
 
 def _no_grad():
