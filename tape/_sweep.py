@@ -257,7 +257,13 @@ def _graph_of(roots):
 def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=False,
                    needed=None):
     """Run record k in Python; return the lowest record index handled."""
-    op = R[k, 0]
+    op = int(R[k, 0])
+    if op & BIG_FLAG:
+        # (first: no hot or cold opcode carries the flag)
+        if RULES[op & ~BIG_FLAG].kind == 'elementwise':
+            return sweep_chain(tape, k, R, grads, stop, keep, needed)
+        sweep_record(tape, k, R, A, grads, keep, needed)
+        return k
     if op not in _ops and op in _hot_ops():
         # a hot opcode this process's sweep does not dispatch yet: widen it, and
         # have the caller sweep on from this record
@@ -273,12 +279,7 @@ def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=Fa
         if cold(R.view(np.float64), G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
             return _python_record(tape, k, R, G, V, A, reach, grads, stop, keep, True, needed)
         return k
-    if op & BIG_FLAG:
-        if RULES[op & ~BIG_FLAG].kind == 'elementwise':
-            return sweep_chain(tape, k, R, grads, stop, keep, needed)
-        sweep_record(tape, k, R, A, grads, keep, needed)
-        return k
-    rule = RULES[R[k, 0]]
+    rule = RULES[op]
     if rule.kind == 'mm':
         go, g0, g1, v, ax = R[k, 1], R[k, 3], R[k, 4], R[k, 5], R[k, 6]
         m, kk = ax, R[k, 7]
@@ -393,9 +394,10 @@ def _run(roots, grads, retain_graph, inputs, accumulate):
     for stop in stops:
         # records k .. stop+1 in the kernel, Python records as they come
         while k > stop:
-            k = _kernel(R, G, V, A, reach, k, stop)
-            if k < 0:
-                break
+            if not R[k, 0] & BIG_FLAG:      # (the kernel hands a big record back at once)
+                k = _kernel(R, G, V, A, reach, k, stop)
+                if k < 0:
+                    break
             if needed is not None and not needed[k]:
                 k -= 1                  # off every path to an input: not run
                 continue
@@ -534,13 +536,22 @@ def run_scalar(root, retain_graph, seed=None):
         _graph_task.finish()        # hooks that act once per backward (tape/_graph_task.py)
 
 
-def _run_scalar(root, retain_graph, seed):
+def _run_scalar(root, retain_graph, seed, entered=False):
     tape = root._tape
     if tape.alias is not None:
         tape = resolve(root)
     s = root._goff
-    if tape.hooks is not None or s >= BIG_BASE:
+    if tape.hooks is not None:
         return run((root,), (1.0 if seed is None else seed,), retain_graph)
+    if s >= BIG_BASE and not entered:
+        # y.backward(g) for a large y: run's nesting depth (a hook that calls
+        # backward must not end this graph task), none of its generality
+        _graph_task.enter()
+        try:
+            _run_scalar(root, retain_graph, seed, True)
+        finally:
+            _graph_task.leave()
+        return
     dead = tape.dead is not None or tape.dead_upto
     if dead and tape.is_dead(root._rec):
         raise RuntimeError(SECOND_BACKWARD)
@@ -554,38 +565,56 @@ def _run_scalar(root, retain_graph, seed):
         V = V.astype(np.float64)        # (_arena_for)
         dt = _F64
     gpos = tape.gpos
-    if seed is None:
+    if s >= BIG_BASE:
         G = np.zeros(gpos, dt)
-        G[s] = 1.0
-    else:
-        n = root._data.size
-        if gpos < ZERO_SPLIT:
-            G = np.zeros(gpos, dt)
-            G[s:s + n] = seed.reshape(-1)
-        else:
-            # a large arena: zero only what the seed does not fill (np.zeros
-            # would write the seed's part twice)
-            G = np.empty(gpos, dt)
-            if s:
-                G[:s] = 0.0
-            G[s:s + n] = seed.reshape(-1)
-            if s + n < gpos:
-                G[s + n:] = 0.0
-    reach = np.zeros(gpos, np.uint8)
-    reach[s] = 1
-    kern = _kernel
-    if kern is None:
-        kern = _extend(R)
-    k = kern(R, G, V, A, reach, root._rec, -1)
-    store = None
-    if k >= 0:
+        reach = np.zeros(gpos, np.uint8)
         store = Grads(G, reach)
+        # the caller's array, read-only: a later add replaces it (Grads.add)
+        flat = seed.reshape(-1)         # (a new array object, a view or a copy)
+        flat.flags.writeable = False
+        store.big[s] = flat
+        store.bigreach.add(s)
+        k = root._rec
+    else:
+        if seed is None:
+            G = np.zeros(gpos, dt)
+            G[s] = 1.0
+        else:
+            n = root._data.size
+            if gpos < ZERO_SPLIT:
+                G = np.zeros(gpos, dt)
+                G[s:s + n] = seed.reshape(-1)
+            else:
+                # a large arena: zero only what the seed does not fill (np.zeros
+                # would write the seed's part twice)
+                G = np.empty(gpos, dt)
+                if s:
+                    G[:s] = 0.0
+                G[s:s + n] = seed.reshape(-1)
+                if s + n < gpos:
+                    G[s + n:] = 0.0
+        reach = np.zeros(gpos, np.uint8)
+        reach[s] = 1
+        k = root._rec
+        if tape.bpos == BIG_BASE or not R[k, 0] & BIG_FLAG:
+            # (a big record, a full sum's say, would come straight back)
+            kern = _kernel
+            if kern is None:
+                kern = _extend(R)
+            k = kern(R, G, V, A, reach, k, -1)
+        store = None
+    if k >= 0:
+        if store is None:
+            store = Grads(G, reach)
         while k >= 0:
+            if not R[k, 0] & BIG_FLAG:
+                # (a big record comes back from the kernel at once: not called for one)
+                k = (_kernel or _extend(R))(R, G, V, A, reach, k, -1)
+                if k < 0:
+                    break
             if dead:
                 _check_dead_above(tape, R, store, None, k)
             k = _python_record(tape, k, R, G, V, A, reach, store) - 1
-            if k >= 0:
-                k = _kernel(R, G, V, A, reach, k, -1)
     stale = tape.epoch != inplace_epoch[0] and tape.may_be_stale()
     if dead or stale:
         if store is None:
@@ -599,7 +628,13 @@ def _run_scalar(root, retain_graph, seed):
         if not leaf._rg:
             continue        # (stopped requiring grad since: PyTorch's AccumulateGrad skips it)
         ext = leaf._extra
-        if ls >= BIG_BASE or ext is not None and (ext.get('hooks') or 'post_accumulate' in ext):
+        if ls >= BIG_BASE and ext is None:
+            # inline: a large leaf without hooks (_deliver, less its lookups)
+            if store is not None and ls in store.bigreach:
+                g = store.big.get(ls)
+                if g is not None:
+                    _accumulate(leaf, g, owned=True)
+        elif ls >= BIG_BASE or ext is not None and (ext.get('hooks') or 'post_accumulate' in ext):
             if store is None:
                 store = Grads(G, reach)
             _deliver(leaf, ls, store)
