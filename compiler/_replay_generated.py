@@ -268,6 +268,12 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 111:  # diagonal
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
+        elif op == 113:  # cat
+            if _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 114:  # stack
+            if _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
         else:
             return k      # a cold rule: the caller runs COLD_FWD[op]
     return -1
@@ -307,6 +313,27 @@ def _f_bmm(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
                 for q in range(kk):
                     acc += V[oa + r * kk + q] * V[ob + q * nn + j]
                 F[oo + r * nn + j] = acc
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """kind 'cat': cat, stack."""
+    if in0 < 0 or in1 < 0:
+        return k
+    wa = ax
+    wb = x & 0xFFFFFFFFFF
+    w = wa + wb
+    outer = n // w if w > 0 else 0
+    for o in range(outer):
+        dst = uint64(out + o * w)
+        src = uint64(in0 + o * wa)
+        for j in range(uint64(wa)):
+            F[dst + j] = F[src + j]
+        dst = uint64(out + o * w + wa)
+        src = uint64(in1 + o * wb)
+        for j in range(uint64(wb)):
+            F[dst + j] = F[src + j]
     return -1
 
 

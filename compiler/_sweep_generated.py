@@ -255,6 +255,10 @@ def sweep(R, G, V, A, reach, start, stop):
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 111:  # diagonal
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 113:  # cat
+            _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 114:  # stack
+            _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # Python runs it (COLD, or a new dispatcher)
     return -1
@@ -285,6 +289,28 @@ def _k_bmm(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
                     arq = V[v + oa + r * kk + q]
                     for j in range(nn):
                         G[g1 + ob + q * nn + j] += arq * G[go + oo + r * nn + j]
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
+def _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """kind 'cat': cat, stack."""
+    wa = ax
+    wb = x & 0xFFFFFFFFFF
+    w = wa + wb
+    outer = n // w if w > 0 else 0
+    if g0 >= 0:
+        for o in range(outer):
+            src = uint64(go + o * w)
+            dst = uint64(g0 + o * wa)
+            for j in range(uint64(wa)):
+                G[dst + j] += G[src + j]
+    if g1 >= 0:
+        for o in range(outer):
+            src = uint64(go + o * w + wa)
+            dst = uint64(g1 + o * wb)
+            for j in range(uint64(wb)):
+                G[dst + j] += G[src + j]
     return -1
 
 
@@ -1365,4 +1391,4 @@ COLD = {
 }
 
 # the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
-HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 62, 67, 68, 69, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 83, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111})
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 62, 67, 68, 69, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 83, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 113, 114})

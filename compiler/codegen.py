@@ -334,6 +334,28 @@ _STRUCTURAL = {
         '                for j in range(nn):',
         '                    G[g1 + ob + q * nn + j] += arq * G[go + oo + r * nn + j]',
     ],
+    # out seen as (outer, wa + wb), a row being wa elements of a then wb of b:
+    # wa in field a, wb in the low 40 bits of x (count << 40 above them, for
+    # next_functions).  Unsigned offsets, as in _elementwise, so the row copies
+    # vectorize
+    'cat': [
+        'wa = ax',
+        'wb = x & 0xFFFFFFFFFF',
+        'w = wa + wb',
+        'outer = n // w if w > 0 else 0',
+        'if g0 >= 0:',
+        '    for o in range(outer):',
+        '        src = uint64(go + o * w)',
+        '        dst = uint64(g0 + o * wa)',
+        '        for j in range(uint64(wa)):',
+        '            G[dst + j] += G[src + j]',
+        'if g1 >= 0:',
+        '    for o in range(outer):',
+        '        src = uint64(go + o * w + wa)',
+        '        dst = uint64(g1 + o * wb)',
+        '        for j in range(uint64(wb)):',
+        '            G[dst + j] += G[src + j]',
+    ],
     'mm': [
         'm = ax',
         'kk = x',

@@ -16,6 +16,8 @@ Gradients of big slots live in ``Grads.big`` (flat arrays in the slot's
 dtype); small slots stay in ``G``.  Big slots are numbered in a space of their
 own (from ``BIG_BASE``), so ``G`` is only as large as the small slots.
 """
+import struct
+
 import numpy as np
 
 from ._pool import ALIGN_MIN as _ALIGN_MIN, pool
@@ -133,7 +135,8 @@ class Grads:
 
     def all_reached(self, tape):
         """Did the sweep reach every slot of the tape (so every record)?"""
-        return (np.count_nonzero(self.reach) + len(self.bigreach)
+        reach = self.reach
+        return ((np.count_nonzero(reach) if len(reach) else 0) + len(self.bigreach)
                 == tape.n + len(tape.leaves) + tape.xslots)
 
     def get(self, slot, size, shape=None):
@@ -202,7 +205,7 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
         return
     kind = rule.kind
     if kind == 'sum_all':
-        c = float(R.view(np.float64)[k, 7])
+        c = _AS_FLOAT(_AS_INT(x))[0]      # (field 7's float64 bits)
         size = v_size(meta)
         value = g.ravel()[0] * c
         cur = grads.big.get(g0)
@@ -219,7 +222,7 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
             grads.big[g0] = _filled(value, size)
         return
     if kind == 'reduce':
-        c = float(R.view(np.float64)[k, 7])
+        c = _AS_FLOAT(_AS_INT(x))[0]      # (field 7's float64 bits)
         # a big reduce keeps, in meta.attrs, its output shape with reduced dims as 1.
         # g (small) may have come through the float64 arena: cast it, not the
         # large result, to the input's dtype (no float64 round trip of float32)
@@ -307,6 +310,16 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
         if g1 >= 0:
             grads.add(g1, b.size, np.matmul(np.swapaxes(a, 1, 2), g), meta.in_dtypes[1],
                       owned=True)
+        return
+    if kind == 'cat':
+        # the output as rows (outer, wa + wb): each input gets its columns of g,
+        # in g's dtype (not the kernel's float64 copies)
+        wa, wb = ax, x & ((1 << 40) - 1)
+        g2 = g.reshape(-1, wa + wb) if wa + wb else g.reshape(0, 0)
+        if g0 >= 0:
+            grads.add(g0, g2.shape[0] * wa, g2[:, :wa], meta.in_dtypes[0])
+        if g1 >= 0:
+            grads.add(g1, g2.shape[0] * wb, g2[:, wa:], meta.in_dtypes[1])
         return
     if (kind == 'cumsum' or kind == 'cumprod') and g0 >= 0 and ax > 0 and x > 0:
         _cum_grad(kind, meta, g, grads, g0, n, ax, x)
@@ -464,7 +477,29 @@ def sweep_chain(tape, k, R, grads, stop, keep=(), needed=None):
     measured at the memory-bandwidth floor.  ``needed`` (per record, or
     None): records off every path to autograd.grad's inputs are not run.
     """
-    n = int(R[k, 2])
+    row = R[k].tolist()
+    n = row[2]
+    if k - 1 <= stop or not _continues(R, k - 1, n):
+        # a lone record (``sigmoid(x).backward(g)``, the usual medium graph):
+        # no run to plan
+        if not grads.reached(row[1]) or (needed is not None and not needed[k]):
+            return k
+        rule = RULES[row[0] & ~BIG_FLAG]
+        meta = tape.big[row[5]]
+        for s in (row[3], row[4]):
+            if s >= 0:
+                grads.mark(s)
+        if not meta.saved and rule.saves:
+            # freed by an earlier backward
+            from ._sweep import SECOND_BACKWARD
+            raise RuntimeError(SECOND_BACKWARD)
+        if _sweep_one(row, rule, meta, R, k, grads, n):
+            return k
+        if row[1] in grads.big and _sweep_fused(tape, [k], {k: row}, R.view(np.float64),
+                                                grads, n, _NO_SLOTS):
+            # (a broadcast output gradient: a full sum's.  The one slot the run
+            # makes has a gradient, so none stays inside it: no scratch)
+            return k
     RF = R.view(np.float64)
     run = []
     fields = {}                 # record -> its fields as Python ints
@@ -494,8 +529,6 @@ def sweep_chain(tape, k, R, grads, stop, keep=(), needed=None):
             # a record this sweep needs was freed by an earlier backward
             from ._sweep import SECOND_BACKWARD
             raise RuntimeError(SECOND_BACKWARD)
-    if len(live) == 1 and len(run) == 1 and _sweep_one(tape, k, fields, RF, grads, n):
-        return lowest
     scratch_slots = {s for s in produced if s not in grads.big and s not in keep}
     if live and _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
         return lowest
@@ -573,50 +606,72 @@ def sweep_chain(tape, k, R, grads, stop, keep=(), needed=None):
     return lowest
 
 
-def _sweep_one(tape, j, fields, RF, grads, n):
+def _continues(R, j, n):
+    """Does big elementwise record j, of n elements, continue a run?"""
+    op = int(R[j, 0])
+    return bool(op & BIG_FLAG) and R[j, 2] == n and RULES[op & ~BIG_FLAG].kind == 'elementwise'
+
+
+def _sweep_one(row, rule, meta, R, k, grads, n):
     """A lone big elementwise record: its chunk kernel over whole arrays, in their dtypes.
 
-    The usual shape of a medium-sized graph (``sigmoid(x).backward(g)``): no
-    run to plan, no scratch, and a float32 input gets a float32 gradient
-    without a float64 round trip.  Returns False, having done nothing, where
-    the general path must run (a broadcast or missing output gradient).
+    No scratch, no plan, and a float32 input gets a float32 gradient without
+    a float64 round trip.  Returns False, having done nothing, where the
+    general path must run (a broadcast or missing output gradient).
     """
-    g = grads.big.get(fields[j][1])
+    big = grads.big
+    g = big.get(row[1])
     if g is None or g.size != n or not g.flags.c_contiguous:
         return False
-    rule = RULES[fields[j][0] & ~BIG_FLAG]
-    meta = tape.big[fields[j][5]]
-    targets = []
-    fresh = []
-    for pos, s in enumerate((fields[j][3], fields[j][4])):
-        if s < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
-            targets.append(_EMPTY)
-            fresh.append(False)
+    kern = _vjp.get(rule.name)
+    if kern is None:
+        kern = _vjp[rule.name] = getattr(_chunk_kernels(), 'vjp_' + rule.name)
+    vjps = rule.vjps
+    in_dtypes = meta.in_dtypes
+    t0 = t1 = _EMPTY
+    fresh0 = fresh1 = False
+    for pos in (0, 1):
+        s = row[3 + pos]
+        if s < 0 or pos >= len(vjps) or vjps[pos] is None:
             continue
-        dtype = meta.in_dtypes[pos] if pos < len(meta.in_dtypes) else None
+        dtype = in_dtypes[pos] if pos < len(in_dtypes) else None
         dtype = _F64 if dtype is None else dtype
         # (x op x: the second input finds the array the first stored below)
-        cur = grads.big.get(s)
-        if cur is None:
-            cur = pool.empty(n, dtype)
-            grads.big[s] = cur
-            fresh.append(True)
+        cur = big.get(s)
+        fresh = cur is None
+        if fresh:
+            # (pool.empty's own small-array test, without its call)
+            cur = np.empty(n, dtype) if isinstance(dtype, np.dtype) \
+                and n * dtype.itemsize < _ALIGN_MIN else pool.empty(n, dtype)
         else:
             if cur.size != n or cur.dtype != dtype or not cur.flags.writeable \
                     or not cur.flags.c_contiguous:
                 cur = np.array(np.broadcast_to(cur.reshape(-1), (n,)), dtype)
             cur = cur.reshape(-1)
-            grads.big[s] = cur
-            fresh.append(False)
-        targets.append(cur)
+        big[s] = cur
+        if pos:
+            t1, fresh1 = cur, fresh
+        else:
+            t0, fresh0 = cur, fresh
     saved = meta.saved
     shape = meta.out_shape
-    a, b, o = (_flat_as(saved[key], shape) if key in saved else _EMPTY
-               for key in ('a', 'b', 'out'))
-    kern = getattr(_chunk_kernels(), 'vjp_' + rule.name)
-    kern(g.reshape(-1), a, b, o, float(RF[j, 7]), float(RF[j, 6]), targets[0], targets[1],
-         fresh[0], fresh[1])
+    a = saved.get('a')
+    a = _EMPTY if a is None else _flat_as(a, shape)
+    b = saved.get('b')
+    b = _EMPTY if b is None else _flat_as(b, shape)
+    o = saved.get('out')
+    o = _EMPTY if o is None else _flat_as(o, shape)
+    d, c = _AS_FLOATS(_AS_INTS(row[6], row[7]))   # (the fields' float64 bits)
+    kern(g.reshape(-1), a, b, o, c, d, t0, t1, fresh0, fresh1)
     return True
+
+
+_NO_SLOTS = frozenset()
+_AS_INT = struct.Struct('q').pack
+_AS_FLOAT = struct.Struct('d').unpack
+_AS_INTS = struct.Struct('2q').pack
+_AS_FLOATS = struct.Struct('2d').unpack
+_vjp = {}       # rule name -> its chunk kernel (compiler/_chunk_generated.py)
 
 
 def _flat_as(arr, shape):

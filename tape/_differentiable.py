@@ -26,6 +26,8 @@ from ._rules import OP, RULES
 from ._tape import inplace_epoch, resolve
 from ._tensor import Tensor, _leaf, _TNEW
 
+_CAT_WB = (1 << 40) - 1     # a cat record's wb, below its count (tape/_rules.py)
+
 
 # ---------------------------------------------------- formula functions
 def _const_like(x, values):
@@ -495,6 +497,16 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
             ha = _ops.reshape(_handle(tape, g0, V[v:v + sa], leaf_of), bb, m, kk)
             _add(acc, g1, _shaped(_product(_linalg.bmm, _ops.transpose(ha, 1, 2), g3), (-1,)))
         return
+    if kind == 'cat':         # each input's columns of g, seen as (outer, wa + wb)
+        wa, wb = ax, x & _CAT_WB
+        w = wa + wb
+        outer = n // w if w else 0
+        g2 = _ops.reshape(g, outer, w)
+        if g0 >= 0:
+            _add(acc, g0, _ops.reshape(_ops.getitem(g2, (slice(None), slice(0, wa))), -1))
+        if g1 >= 0:
+            _add(acc, g1, _ops.reshape(_ops.getitem(g2, (slice(None), slice(wa, w))), -1))
+        return
     raise NotImplementedError(f'create_graph: no differentiable rule for kind {kind!r} '
                               f'({rule.name})')
 
@@ -519,7 +531,7 @@ def _big_as_small(meta, rule, ax):
     if kind in ('cumprod', 'bmm'):      # saves a and b (cumprod: input and output)
         return np.concatenate([np.ravel(meta.saved['a']), np.ravel(meta.saved['b'])]), \
             None, 0, ax
-    if kind == 'cumsum':                # ax holds L, x the inner size: nothing else
+    if kind in ('cumsum', 'cat'):       # ax holds L (cat: wa), x the rest: nothing else
         return None, None, 0, ax
     in_shape = tuple(meta.in_shapes[0])
     if kind == 'lse':         # the input, then the output (kept dims), as a small record

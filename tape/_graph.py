@@ -19,6 +19,8 @@ _PYTHON = OP['python']
 # rules PyTorch shows with a second, constant input: x + 2 is AddBackward0((x), (None))
 _SCALAR_SECOND = {OP[n] for n in ('add_scalar', 'sub_scalar', 'rsub_scalar', 'mul_scalar',
                                   'div_scalar')}
+_CAT_ROOTS = {OP['cat'], OP['stack']}
+_COUNT_SHIFT = 40           # a cat record's field 7: wb | count << 40 (tape/_rules.py)
 _classes = {}
 _UNPACK_RAW = struct.Struct('8q').unpack_from
 
@@ -47,7 +49,7 @@ class Node:
 
     @property
     def next_functions(self):
-        return tuple(_producer(self._tape, s) for s in self._input_slots())
+        return tuple(_producer(self._tape, s) for s in joined_slots(self._tape, self._rec)[0])
 
     def __call__(self, *grads):
         return _apply_node(self, grads)
@@ -171,6 +173,38 @@ def input_slots(tape, rec):
     return [g0]
 
 
+def joined_slots(tape, rec):
+    """(input slots, inner records) of record ``rec`` as its node shows them.
+
+    A cat of more than two tensors is a balanced tree of two-input records
+    (tape/_shapes.py); its root's node lists the tensors themselves, as
+    PyTorch's CatBackward0 does, so the inner records (count 0 in field 7) are
+    looked through.  Each half of a tree of ``count`` inputs joins
+    ``count // 2`` and the rest; a half that needs no gradient has slot -1 and
+    stands for that many inputs.  Other records: input_slots, no inner ones."""
+    op, out, n, g0, g1, v, ax, x = tape.record(rec)
+    if op not in _CAT_ROOTS:
+        return input_slots(tape, rec), []
+    count = x >> _COUNT_SHIFT
+    if count <= 2:
+        return [g0, g1][:max(count, 1)], []
+    R = np.frombuffer(bytes(tape.rec), np.int64).reshape(-1, 8)
+    slots, inner = [], []
+
+    def walk(slot, cnt, below):
+        if cnt == 1 or slot < 0:
+            slots.extend([slot] * cnt)
+            return
+        k = _record_of_slot(tape, R[:below], slot)
+        inner.append(k)
+        walk(int(R[k, 3]), cnt // 2, k)
+        walk(int(R[k, 4]), cnt - cnt // 2, k)
+
+    walk(g0, count // 2, rec)
+    walk(g1, count - count // 2, rec)
+    return slots, inner
+
+
 def accumulate_node(leaf):
     if leaf._extra is None:
         leaf._extra = {}
@@ -273,8 +307,11 @@ def _apply_node(nd, grads):
     acc = {out: g}
     leaf_of = {s: leaf for leaf, s in tape.leaves}
     _record_vjp(tape, nd._rec, R, RF, V, A, acc, leaf_of)
+    slots, inner = joined_slots(tape, nd._rec)
+    for k in sorted(inner, reverse=True):       # a cat's tree, down to its inputs
+        _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
     result = []
-    for s in nd._input_slots():
+    for s in slots:
         # (a zero-size input that shares its slot has a key of its own there)
         gi = acc.get(('empty', s), acc.get(s)) if s >= 0 else None
         if gi is not None and s in leaf_of:

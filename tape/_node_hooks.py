@@ -263,6 +263,11 @@ def _in_sizes(tape, row):
         kk, nn = x >> 32, x & 0xFFFFFFFF
         bb = n // (ax * nn) if ax * nn else 0
         return bb * ax * kk, bb * kk * nn
+    if kind == 'cat':
+        # the output as rows (outer, wa + wb): each input is its own columns
+        wa, wb = ax, x & ((1 << 40) - 1)
+        outer = n // (wa + wb) if wa + wb else 0
+        return outer * wa, outer * wb
     return n, n
 
 

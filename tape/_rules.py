@@ -368,6 +368,14 @@ RULES = [
     S('contiguous', 'CloneBackward0', 'identity'),  # contiguous() of a strided view: a copy
     S('diagonal', 'DiagonalBackward0', 'take'),
     S('python', 'PythonBackward', 'python'),       # runs Python: custom Function, hooks
+    # out = concatenate((a, b), axis) seen as (outer, wa + wb): each row is wa
+    # elements of a then wb of b.  wa in field a; field 7 holds wb | count << 40,
+    # count the number of cat's inputs the record joins (0 for the inner records
+    # of a cat of more than two: a balanced tree, see tape/_shapes.py cat), which
+    # next_functions reads to list every input.  Each input's gradient is its
+    # columns of the output's: nothing saved, no index map
+    S('cat', 'CatBackward0', 'cat'),
+    S('stack', 'StackBackward0', 'cat'),           # the inputs themselves, not unsqueezed
 ]
 
 for _i, _r in enumerate(RULES):
@@ -398,9 +406,10 @@ KIND_FIELDS = {
     'cumsum': (False, False, False),
     'cumprod': (True, False, True),
     'bmm': (True, False, True),
+    'cat': (False, False, False),
 }
 STRUCTURAL_KINDS = tuple(k for k in KIND_FIELDS if k != 'elementwise')
-TWO_INPUT_KINDS = ('mm', 'bmm', 'where')     # structural kinds with a second input (field 4)
+TWO_INPUT_KINDS = ('mm', 'bmm', 'where', 'cat')     # structural kinds with a second input (field 4)
 for _r in RULES:
     if _r.kind not in KIND_FIELDS:
         raise ValueError(f'rule {_r.name!r}: unknown kind {_r.kind!r}')

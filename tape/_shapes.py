@@ -3,8 +3,9 @@
 ``squeeze``/``unsqueeze``/``flatten`` keep the elements in order (an identity
 record); ``flip``/``repeat``/``split``/``narrow`` pick elements of their input
 (a take record with the flat index of each output element; its adjoint puts
-the gradient back).  ``cat``/``stack`` are sums of ``put_flat`` records, one per
-input, so each input gets its slice of the gradient.
+the gradient back).  ``cat``/``stack`` are 'cat'-kind records of two inputs
+each (a balanced tree of them for more), whose backward hands each input its
+columns of the output's gradient.
 
 >>> import tape
 >>> a = tape.ones(2, 1, 3, requires_grad=True)
@@ -295,33 +296,62 @@ def cat(tensors, dim=0):
     out = np.concatenate([np.asarray(x._data) for x in live], axis=dim).astype(dt, copy=False)
     if not (grad_mode.enabled and any(x._rg for x in live)):
         return _leaf(out)
-    if len(live) > 4:
-        # each piece's put below spans the whole result: join halves, so that
-        # many pieces (a stack of rows) cost size * log(pieces), not size * pieces
-        mid = len(live) // 2
-        r = cat([cat(live[:mid], dim), cat(live[mid:], dim)], dim)
-        r._data = out
-        return r
-    total = None
-    start = 0
-    const = np.zeros(out.size, dt)
-    for x in live:
-        width = np.shape(x._data)[dim]
-        key = (slice(None),) * dim + (slice(start, start + width),)
-        if x._rg:
-            # a large piece keeps its key, not an index map (tape/_big.py's BasicKey)
-            p = _ops.put_block(_ops.to(x, dt) if np.asarray(x._data).dtype != dt else x,
-                               key, out.shape,
-                               lambda key=key: _flat_index(out.shape)[key].reshape(-1))
-            total = p if total is None else _ops.add(total, p)
-        else:
-            const.reshape(out.shape)[key] = np.asarray(x._data, dt)
-        start += width
-    if any(not x._rg for x in live):
-        total = _ops.add(total, _leaf(const))
-    r = _ops.reshape(total, out.shape)
-    r._data = out              # the exact values (a sum of puts turns -0.0 into 0.0)
-    return r
+    return _join(OP['cat'], live, [np.shape(x._data) for x in live], dim, out)
+
+
+# field 7 of a cat record: wb | count << _COUNT_SHIFT (tape/_rules.py)
+_COUNT_SHIFT = 40
+
+
+def _blank(shape, dt):
+    """A stand-in array of ``shape`` for a tensor whose values no one reads: an
+    inner node of a cat's tree (cat saves nothing), or a run of inputs that need
+    no gradient.  Zero strides over one element, so it costs no memory and no
+    copy; building it directly avoids np.broadcast_to's Python overhead."""
+    arr = np.ndarray(shape, dt, np.zeros(1, dt), 0, (0,) * len(shape))
+    arr.flags.writeable = False
+    return arr
+
+
+def _join(op, ts, shapes, dim, out):
+    """Record ``out``, the join of ``ts`` (seen with ``shapes``) along ``dim``.
+
+    One record of two inputs for two tensors; for more, a balanced tree of them
+    (so each level copies the gradient once: size * log2(count) in all), whose
+    inner records carry count 0, so that next_functions shows the inputs
+    themselves (tape/_graph.py).  Each record hands each input its columns of
+    the output's gradient: no zero-filled result per input, nothing saved.
+    Mixed dtypes need no conversion record: gradients reach each input in its
+    own dtype, as they do for any op."""
+    inner = 1
+    for s in out.shape[dim + 1:]:
+        inner *= int(s)
+    dt = out.dtype
+
+    def build(lo, hi, root):
+        if hi - lo == 1 and not root:
+            t = ts[lo]
+            return t, shapes[lo]
+        mid = lo + (hi - lo) // 2 if hi - lo > 1 else hi
+        a, sa = build(lo, mid, False)
+        if mid < hi:
+            b, sb = build(mid, hi, False)
+            shape = sa[:dim] + (sa[dim] + sb[dim],) + sa[dim + 1:]
+        else:                       # cat of one tensor
+            b, sb, shape = None, None, sa
+        if not (a._rg or (b is not None and b._rg)):
+            return _leaf(_blank(shape, dt)), shape
+        data = out if root else _blank(shape, dt)
+        wa = int(sa[dim]) * inner
+        wb = int(sb[dim]) * inner if b is not None else 0
+        count = hi - lo if root else 0
+        return _record_struct(op if root else _CAT, a, data, x=wb | count << _COUNT_SHIFT,
+                              ax=wa, b=b), shape
+
+    return build(0, len(ts), True)[0]
+
+
+_CAT = OP['cat']
 
 
 concat = cat
@@ -352,7 +382,17 @@ def stack(tensors, dim=0):
                                f'{_shape_str(ref)} at entry 0 and {_shape_str(np.shape(x._data))} '
                                f'at entry {i}')
     dim = _norm_dim(dim, len(ref) + 1, 'stack')
-    return cat([unsqueeze(x, dim) for x in ts], dim)
+    from . import _dtypes
+    datas = [np.asarray(x._data) for x in ts]
+    dt = _dtypes.result_type(*datas)
+    out = np.concatenate([np.expand_dims(d, dim) for d in datas], axis=dim).astype(
+        dt, copy=False)
+    if not (grad_mode.enabled and any(x._rg for x in ts)):
+        return _leaf(out)
+    # the inputs themselves, seen with a 1 at dim (the same elements in the same
+    # order), so next_functions shows them and not their unsqueezes
+    shape = tuple(ref[:dim]) + (1,) + tuple(ref[dim:])
+    return _join(OP['stack'], ts, [shape] * len(ts), dim, out)
 
 
 def hstack(tensors):

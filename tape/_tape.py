@@ -47,7 +47,7 @@ import weakref
 import numpy as np
 
 from ._big import BIG, BIG_BASE, BIG_FLAG
-from ._rules import KIND_FIELDS, RULES
+from ._rules import KIND_FIELDS, RULES, TWO_INPUT_KINDS
 
 REC = 8
 PACK = struct.Struct('8q').pack
@@ -309,7 +309,7 @@ class Tape:
                 ins = 'Python (custom Function)'
             else:
                 arity = len(rule.inputs) if rule.kind == 'elementwise' else \
-                    (2 if rule.kind in ('mm', 'bmm', 'where') else 1)
+                    (2 if rule.kind in TWO_INPUT_KINDS else 1)
                 ins = ', '.join('const' if s < 0 else f'slot {_slot_name(s)}'
                                 for s in (a, b)[:arity])
                 for name, field in zip(rule.consts, (7, 6)):
