@@ -156,11 +156,17 @@ def _conv_weight_grad_np(x, gy, geom, w_shape):
 
 
 # -- the compiled paths (float32 and float64) ----------------------------------------------
-# Columns are built per sample by a Numba kernel that handles padding by bounds (no
-# padded copy of the input), in the layout BLAS multiplies without a copy: one
-# product per sample writes the NCHW output directly.  Other dtypes (float16) take
-# the NumPy paths above.
+# Columns are built by a Numba kernel that handles padding by bounds (no padded copy
+# of the input), per sample, (C*kh*kw, OH*OW), so that W @ cols[b] (NumPy's stacked
+# matmul, one BLAS call per sample) writes NCHW output with no transpose.  They are
+# built a chunk of samples at a time into one small buffer that the product then
+# reads while it is still in cache: columns of the whole batch (kh*kw times the
+# input) went out to memory and back, which cost as much as the product itself
+# (32x16x14x14, 3x3: 420 -> 340 us forward).  Other dtypes (float16) take the NumPy
+# paths above.
 _KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_CHUNK_BYTES = 1 << 19      # a chunk's columns: well inside L2 next to the operands
+_KEEP_BYTES = 1 << 21       # columns up to this size: one chunk, kept by a layer
 
 
 def _common(a, b):
@@ -193,36 +199,96 @@ def _is_depthwise(cg, groups):
     return groups > 1 and cg == 1
 
 
-def _columns(x, kh, kw, geom, oh, ow, sample_major=True):
+def _chunks(n, per_sample):
+    """(step, ranges): batches of samples whose columns, ``per_sample`` bytes each,
+    fill about ``_CHUNK_BYTES``; the whole batch at once when its columns fit in
+    ``_KEEP_BYTES`` (they stay in cache anyway, and each chunk costs two calls)."""
+    if n * per_sample <= _KEEP_BYTES:
+        step = max(n, 1)
+    else:
+        step = max(1, min(n, _CHUNK_BYTES // max(1, per_sample)))
+    return step, [(s, min(n, s + step)) for s in range(0, n, step)]
+
+
+def _chunked_columns(x, kh, kw, geom, oh, ow, into=None, built=False):
+    """Yield (s, e, cols): the columns (e - s, C*kh*kw, OH*OW) of samples [s, e) of
+    ``x``, built a chunk at a time into one reused buffer (overwritten by the next
+    chunk), or into slices of ``into`` (N, C*kh*kw, OH*OW), or, with ``built``,
+    slices of ``into`` built before."""
     from compiler.conv_kernels import im2col
     n, c = x.shape[:2]
-    if sample_major:
-        if _is_pointwise((kh, kw), geom):
-            return x.reshape(n, c, oh * ow)
-        cols = np.empty((n, c * kh * kw, oh * ow), x.dtype)
-    else:
-        cols = np.empty((c * kh * kw, n, oh * ow), x.dtype)
-    im2col(x, kh, kw, *_kernel_args(geom), oh, ow, cols, sample_major)
-    return cols
+    if _is_pointwise((kh, kw), geom):
+        yield 0, n, x.reshape(n, c, oh * ow)
+        return
+    step, ranges = _chunks(n, c * kh * kw * oh * ow * x.itemsize)
+    buf = into if into is not None else np.empty((step, c * kh * kw, oh * ow), x.dtype)
+    args = _kernel_args(geom)
+    for s, e in ranges:
+        cols = buf[:e - s] if into is None else buf[s:e]
+        if not built:
+            im2col(x[s:e], kh, kw, *args, oh, ow, cols, True)
+        yield s, e, cols
+
+
+def _conv_into(x, w, geom, y, keep=False):
+    """y (N, Cout, OH*OW) = conv(x, w) for contiguous ``x`` and ``w`` (not depthwise);
+    with ``keep`` returns the columns of the whole batch (None for a pointwise
+    kernel, whose columns are ``x``)."""
+    cout, cg, kh, kw = w.shape
+    g = geom.groups
+    og, cgkk, npix = cout // g, cg * kh * kw, y.shape[2]
+    oh, ow = _out_hw(x.shape[2:], (kh, kw), geom)
+    wg = w.reshape(g, og, cgkk)
+    kept = None
+    if keep and not _is_pointwise((kh, kw), geom):
+        kept = np.empty((x.shape[0], x.shape[1] * kh * kw, npix), x.dtype)
+    for s, e, cols in _chunked_columns(x, kh, kw, geom, oh, ow, into=kept):
+        if g == 1:
+            np.matmul(wg[0], cols, out=y[s:e])
+        else:
+            np.matmul(wg, cols.reshape(e - s, g, cgkk, npix),
+                      out=y[s:e].reshape(e - s, g, og, npix))
+    return kept
 
 
 def _conv_fast(x, w, geom):
     n, c = x.shape[:2]
     cout, cg, kh, kw = w.shape
-    g = geom.groups
     oh, ow = _out_hw(x.shape[2:], (kh, kw), geom)
-    if _is_depthwise(cg, g):
+    y = np.empty((n, cout, oh, ow), x.dtype)
+    if _is_depthwise(cg, geom.groups):
         from compiler.conv_kernels import depthwise_conv
-        y = np.empty((n, cout, oh, ow), x.dtype)
         depthwise_conv(x, w, *_kernel_args(geom), oh, ow, y)
         return y
-    cols = _columns(x, kh, kw, geom, oh, ow)                      # (N, C*kh*kw, L)
-    if g == 1:
-        y = np.matmul(w.reshape(cout, cg * kh * kw), cols)        # (N, Cout, L)
-    else:
-        y = np.matmul(w.reshape(g, cout // g, cg * kh * kw),
-                      cols.reshape(n, g, cg * kh * kw, oh * ow))  # (N, G, Og, L)
-    return y.reshape(n, cout, oh, ow)
+    _conv_into(x, w, geom, y.reshape(n, cout, oh * ow))
+    return y
+
+
+def _transposed_geom(geom, k, c, cout, in_hw, out_hw):
+    """The geometry under which the input gradient is a convolution of gy with the
+    flipped, transposed kernel, or None where col2im is the better way.  That needs
+    stride 1 and padding at most the kernel's extent.  It builds the columns of gy
+    (Cout*kh*kw, H*W) and multiplies with K = Cout*kh*kw, where col2im builds
+    (C*kh*kw, OH*OW) with K = Cout, a product that writes its whole output from a
+    rank-Cout update and then adds it back pixel by pixel: the convolution wins
+    unless its columns are the larger (few input channels, as in a first layer)."""
+    if geom.stride != (1, 1):
+        return None
+    pads = tuple((d * (kk - 1) - lo, d * (kk - 1) - hi)
+                 for (lo, hi), d, kk in zip(geom.pads, geom.dilation, k))
+    if min(min(p) for p in pads) < 0:
+        return None
+    if cout * in_hw[0] * in_hw[1] > c * out_hw[0] * out_hw[1]:
+        return None
+    return _Geom((1, 1), pads, geom.dilation, geom.groups)
+
+
+def _flipped(w, g):
+    """The kernel of the input gradient as a convolution: (C, Cout/G, kh, kw), each
+    group's in and out channels swapped, the window turned by 180 degrees."""
+    cout, cg, kh, kw = w.shape
+    wf = w.reshape(g, cout // g, cg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
+    return np.ascontiguousarray(wf).reshape(g * cg, cout // g, kh, kw)
 
 
 def _conv_input_grad_fast(gy, w, geom, in_hw):
@@ -235,21 +301,36 @@ def _conv_input_grad_fast(gy, w, geom, in_hw):
     if _is_depthwise(cg, g):
         depthwise_input_grad(gy, w, *_kernel_args(geom), gx)
         return gx
+    tgeom = _transposed_geom(geom, (kh, kw), c, cout, in_hw, (oh, ow))
+    if tgeom is not None:
+        _conv_into(gy, _flipped(w, g), tgeom, gx.reshape(n, c, in_hw[0] * in_hw[1]))
+        return gx
     # (G, Cg*kh*kw, Og) made contiguous: a transposed operand would take NumPy's
     # stacked matmul off BLAS
-    wt = np.ascontiguousarray(w.reshape(g, cout // g, cg * kh * kw).transpose(0, 2, 1))
-    if g == 1:
-        dcols = np.matmul(wt[0], gy.reshape(n, cout, oh * ow))    # (N, C*kh*kw, L)
-    else:
-        dcols = np.matmul(wt, gy.reshape(n, g, cout // g, oh * ow))
-    dcols = dcols.reshape(n, c * kh * kw, oh * ow)
+    og, cgkk = cout // g, cg * kh * kw
+    wt = np.ascontiguousarray(w.reshape(g, og, cgkk).transpose(0, 2, 1))
+    g3 = gy.reshape(n, cout, oh * ow)
     if _is_pointwise((kh, kw), geom) and in_hw == (oh, ow):
-        return dcols.reshape(gx.shape)
-    col2im(dcols, kh, kw, *_kernel_args(geom), oh, ow, gx, True)
+        if g == 1:
+            return np.matmul(wt[0], g3).reshape(gx.shape)
+        return np.matmul(wt, g3.reshape(n, g, og, oh * ow)).reshape(gx.shape)
+    # a chunk's columns at a time, added back while still in cache
+    step, ranges = _chunks(n, c * kh * kw * oh * ow * gy.itemsize)
+    buf = np.empty((step, c * kh * kw, oh * ow), gy.dtype)
+    args = _kernel_args(geom)
+    for s, e in ranges:
+        dcols = buf[:e - s]
+        if g == 1:
+            np.matmul(wt[0], g3[s:e], out=dcols)
+        else:
+            np.matmul(wt, g3[s:e].reshape(e - s, g, og, oh * ow),
+                      out=dcols.reshape(e - s, g, cgkk, oh * ow))
+        col2im(dcols, kh, kw, *args, oh, ow, gx[s:e], True)
     return gx
 
 
-def _conv_weight_grad_fast(x, gy, geom, w_shape):
+def _conv_weight_grad_fast(x, gy, geom, w_shape, cols=None):
+    """The weight gradient; ``cols``: the columns of ``x`` kept by the forward."""
     cout, cg, kh, kw = w_shape
     n = x.shape[0]
     g = geom.groups
@@ -259,17 +340,24 @@ def _conv_weight_grad_fast(x, gy, geom, w_shape):
         gw = np.empty(w_shape, x.dtype)
         depthwise_weight_grad(x, gy, *_kernel_args(geom), gw)
         return gw
-    # one product over the whole batch per group: the columns laid out (C*kh*kw, N*L)
-    # times gy as (N*L, Cout) (a transposed 2-d operand stays on BLAS); this order
-    # measured 1.4x faster in OpenBLAS's sgemm than gy @ cols.T
-    cols = _columns(x, kh, kw, geom, oh, ow, sample_major=False)
-    cols = cols.reshape(g, cg * kh * kw, n * oh * ow)
-    gyt = np.ascontiguousarray(gy.reshape(n, cout, oh * ow).transpose(1, 0, 2))
-    gyt = gyt.reshape(g, cout // g, n * oh * ow)
-    gwt = np.empty((g, cg * kh * kw, cout // g), x.dtype)
-    for k in range(g):
-        np.matmul(cols[k], gyt[k].T, out=gwt[k])
-    return np.ascontiguousarray(gwt.transpose(0, 2, 1)).reshape(w_shape)
+    og, cgkk, npix = cout // g, cg * kh * kw, oh * ow
+    # cols[b] @ gy[b].T per sample (gy[b].T a transposed operand that BLAS reads in
+    # place), summed: measured 1.7x faster than gy[b] @ cols[b].T, whose output is
+    # the short side; the chunk's columns are still in cache
+    gyt = gy.reshape(n, g, og, npix).transpose(0, 1, 3, 2)
+    if cols is not None and g == 1:     # kept columns: one call, no chunk loop
+        return np.ascontiguousarray(np.matmul(cols, gyt[:, 0]).sum(0).T).reshape(w_shape)
+    acc = None
+    for s, e, cols in _chunked_columns(x, kh, kw, geom, oh, ow, cols, cols is not None):
+        if g == 1:     # 3-d: NumPy's 4-d stacked matmul costs more per sample
+            part = np.matmul(cols, gyt[s:e, 0])[:, None]
+        else:
+            part = np.matmul(cols.reshape(e - s, g, cgkk, npix), gyt[s:e])
+        part = part.sum(0)
+        acc = part if acc is None else acc + part
+    if acc is None:                 # an empty batch
+        return np.zeros(w_shape, x.dtype)
+    return np.ascontiguousarray(acc.transpose(0, 2, 1)).reshape(w_shape)
 
 
 def _conv(x, w, geom):
@@ -353,29 +441,29 @@ class _ConvWeightGrad(Function):
 
 
 # -- a conv2d layer as one record -----------------------------------------------------------
-# For the common layer (groups 1, float32/64, a batch): the columns built per sample,
-# (N, C*kh*kw, L), and one product per sample W @ cols[b] (NumPy's stacked matmul,
-# one BLAS call each) that writes NCHW output directly, the bias added in place.  The
-# columns are kept for the weight gradient, which is then one product per sample
-# without building them again; the input gradient is likewise W.T @ gy[b] per sample,
-# then col2im.  Per-sample products keep each sample's operands in cache: they
-# measured 1.3-2.5x faster than one (Cout, N*L) product over the whole batch, and need
-# no transposed copy of gy.
-_KEEP_COLS = 1 << 23        # columns kept up to this many elements (32 MB in float32)
-
-
+# For the common layer (groups 1, float32/64, a batch): the convolution of the
+# compiled paths above with the bias added in place, and a backward that gives all
+# three gradients from one call.  The forward's columns are kept for the weight
+# gradient while they are small; larger ones the weight gradient builds again, a
+# chunk at a time: kept columns have to go out to memory and back, which measured
+# slower than building them twice in cache (32x16x14x14, 3x3, 3.6 MB of columns:
+# forward + backward 1.7 -> 1.5 ms), while for small ones (and strided ones, whose
+# columns are slow to build) keeping them is the faster way.
 def _layer_fast_ok(x, w, groups):
     return (groups == 1 and x.shape[0] > 0 and x.dtype in _KERNEL_DTYPES
             and w.dtype == x.dtype)
 
 
-def _conv_layer_forward(x, w, b, geom):
-    """(y, cols): y = conv(x, w) + b as (N, Cout, OH, OW), cols (N, C*kh*kw, OH*OW)."""
-    n = x.shape[0]
-    cout, c, kh, kw = w.shape
+def _conv_layer_forward(x, w, b, geom, keep=False):
+    """(y, cols): y = conv(x, w) + b as (N, Cout, OH, OW); cols the columns
+    (N, C*kh*kw, OH*OW) when ``keep`` and they have at most ``_KEEP_BYTES``, else
+    None."""
+    n, c = x.shape[:2]
+    cout, _, kh, kw = w.shape
     oh, ow = _out_hw(x.shape[2:], (kh, kw), geom)
-    cols = _columns(np.ascontiguousarray(x), kh, kw, geom, oh, ow)
-    y = np.matmul(np.ascontiguousarray(w).reshape(cout, c * kh * kw), cols)   # (N, Cout, L)
+    y = np.empty((n, cout, oh * ow), x.dtype)
+    keep = keep and n * c * kh * kw * oh * ow * x.itemsize <= _KEEP_BYTES
+    cols = _conv_into(np.ascontiguousarray(x), np.ascontiguousarray(w), geom, y, keep)
     if b is not None:
         y += np.asarray(b, x.dtype).reshape(cout, 1)
     return y.reshape(n, cout, oh, ow), cols
@@ -383,32 +471,18 @@ def _conv_layer_forward(x, w, b, geom):
 
 def _conv_layer_backward(ctx, g):
     """The (gx, gw, gb) arrays of ``_Conv2d`` from the output's gradient ``g``."""
-    from compiler.conv_kernels import col2im
     x, w = ctx.saved_tensors        # (raises once freed, or changed in place)
     xd, wd = np.ascontiguousarray(_arr(x)), np.ascontiguousarray(_arr(w))
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
     geom = ctx.geom
-    n, cout, oh, ow = g.shape
-    _, c, kh, kw = wd.shape
-    ckk = c * kh * kw
-    g3 = np.ascontiguousarray(g, xd.dtype).reshape(n, cout, oh * ow)
+    g = np.ascontiguousarray(g, xd.dtype)
     gx = gw = gb = None
     if need_b:
-        gb = g3.sum((0, 2))
+        gb = g.sum((0, 2, 3))
     if need_w:
-        cols = ctx.cols
-        if cols is None:
-            cols = _columns(xd, kh, kw, geom, oh, ow)
-        # gy[b] @ cols[b].T per sample, summed (cols[b].T a transposed operand that
-        # BLAS reads in place)
-        gw = np.matmul(g3, cols.transpose(0, 2, 1)).sum(0).reshape(wd.shape)
+        gw = _conv_weight_grad_fast(xd, g, geom, wd.shape, ctx.cols)
     if need_x:
-        dcols = np.matmul(np.ascontiguousarray(wd.reshape(cout, ckk).T), g3)   # (N, ckk, L)
-        if _is_pointwise((kh, kw), geom) and tuple(xd.shape[2:]) == (oh, ow):
-            gx = dcols.reshape(xd.shape)
-        else:
-            gx = np.empty(xd.shape, xd.dtype)
-            col2im(dcols, kh, kw, *_kernel_args(geom), oh, ow, gx, True)
+        gx = _conv_input_grad_fast(g, wd, geom, tuple(xd.shape[2:]))
     ctx.cols = None
     return gx, gw, gb
 
@@ -422,8 +496,8 @@ class _Conv2d(Function):
     def forward(ctx, x, w, b, geom):
         ctx.geom = geom
         ctx.save_for_backward(x, w)
-        y, cols = _conv_layer_forward(_arr(x), _arr(w), None if b is None else _arr(b), geom)
-        ctx.cols = cols if ctx.needs_input_grad[1] and cols.size <= _KEEP_COLS else None
+        y, ctx.cols = _conv_layer_forward(_arr(x), _arr(w), None if b is None else _arr(b),
+                                          geom, keep=ctx.needs_input_grad[1])
         return _leaf(y)
 
     @staticmethod
