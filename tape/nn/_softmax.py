@@ -18,10 +18,11 @@ order, as PyTorch's ``_softmax_backward_data`` does.
 
 Along the last dim of a C-contiguous array (rows) the row-wise steps are
 Numba kernels (``compiler/softmax_kernels.py``): NumPy's reductions along a
-short last axis cost more than the exp.  float32 rows of at least ``FUSED_MIN``
-are one kernel call each way (the exp vectorized inside it); shorter rows and
-float64 take NumPy's exp between two kernel calls (a row too short for the
-kernel's vector loop is faster through NumPy's exp over the whole array).
+short last axis cost more than the exp.  Long float32 rows (softmax's of
+``SOFTMAX_FUSED_MIN``, log_softmax's of ``LOG_SOFTMAX_FUSED_MIN`` or more) are
+one kernel call each way (the exp vectorized inside it); shorter rows and
+float64 take NumPy's exp between two kernel calls, which measured as fast or
+faster there (NumPy's exp over the whole array runs at full vector width).
 Other dims keep the NumPy code.
 """
 import numpy as np
@@ -36,7 +37,11 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _softmax_kernels = None
 
 F32 = np.dtype(np.float32)
-FUSED_MIN = 32      # float32 row length from which the one-call kernels win
+# float32 row lengths from which the one-call kernels win (measured; softmax's
+# three steps vectorize as well as its one call up to a few hundred)
+FUSED_MIN = 32
+SOFTMAX_FUSED_MIN = 512
+LOG_SOFTMAX_FUSED_MIN = 128
 
 
 def _kernels():
@@ -48,9 +53,9 @@ def _kernels():
     return _softmax_kernels
 
 
-def _fused(a2):
+def _fused(a2, least=FUSED_MIN):
     """Whether the rows ``a2`` (n, c) take the one-call float32 kernels."""
-    return a2.dtype == F32 and a2.shape[1] >= FUSED_MIN
+    return a2.dtype == F32 and a2.shape[1] >= least
 
 
 def _rows(a, dim):
@@ -84,7 +89,7 @@ class _Softmax(Function):
             k = _kernels()
             e = np.empty(xd.shape, xd.dtype)
             e2 = e.reshape(x2.shape)
-            if _fused(x2):
+            if _fused(x2, SOFTMAX_FUSED_MIN):
                 k.softmax32(x2, e2, 1.0, False)
                 return _output(ctx, e, dim)
             k.shift(x2, e2, 1.0, False)
@@ -124,7 +129,7 @@ class _LogSoftmax(Function):
             k = _kernels()
             z = np.empty(xd.shape, xd.dtype)
             z2 = z.reshape(x2.shape)
-            if _fused(x2):
+            if _fused(x2, LOG_SOFTMAX_FUSED_MIN):
                 k.log_softmax32(x2, z2, np.empty((1, x2.shape[1]), xd.dtype))
                 return _output(ctx, z, dim)
             k.shift(x2, z2, 1.0, False)
@@ -142,7 +147,7 @@ class _LogSoftmax(Function):
         if grad_mode.enabled:
             return _ops.sub(g, _ops.mul(_ops.exp(y), _ops.sum_(g, dim, True))), None
         y2 = _rows(yd, dim)
-        if y2 is not None and _fused(y2):
+        if y2 is not None and _fused(y2, LOG_SOFTMAX_FUSED_MIN):
             gx = np.empty(yd.shape, yd.dtype)
             _kernels().log_softmax_backward32(y2, np.ascontiguousarray(gd).reshape(y2.shape),
                                               gx.reshape(y2.shape))
