@@ -20,8 +20,14 @@ TF = torch.nn.functional
 DTYPES = [np.float32, np.float64]
 
 
-def _tol(dtype):
-    return dict(rtol=3e-4, atol=3e-4) if dtype == np.float32 else dict(rtol=1e-9, atol=1e-9)
+def _tol(dtype, ref=None):
+    """float32: a weight gradient sums thousands of products of size ~1 (a
+    LeNet conv1 weight's, 18432), so its rounding error scales with the
+    gradient's largest element, not with each element."""
+    if dtype != np.float32:
+        return dict(rtol=1e-9, atol=1e-9)
+    scale = float(np.abs(ref).max()) if ref is not None and np.size(ref) else 0.0
+    return dict(rtol=3e-4, atol=3e-4 + 2e-5 * scale)
 
 
 def _check(opts, xs, ws, dtype, bias=True, prep=lambda t: t, seed=0):
@@ -44,7 +50,8 @@ def _check(opts, xs, ws, dtype, bias=True, prep=lambda t: t, seed=0):
     (yt * torch.tensor(gy)).sum().backward()
     for a, t in zip(ta, tt):
         assert np.asarray(a.grad._data).dtype == dtype
-        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), **_tol(dtype))
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(),
+                                   **_tol(dtype, t.grad.numpy()))
 
 
 CASES = [
