@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _dtypes
 from ._ops import _binary, _broadcast_error, _const, _np_sigmoid, _record_unary, _shape_str, \
-    _unary, check_broadcast
+    _unary, check_broadcast, empty_for
 from ._rules import OP
 from ._structural import record_where
 from ._tape import grad_mode, note_value_use
@@ -34,7 +34,7 @@ def _flat_kernel(kernel, x):
     """``kernel(flat_x, flat_out)`` over the ndarray ``x``, the result in x's dtype
     and, for a strided x, in NumPy's (and PyTorch's) layout for it."""
     if x.flags.c_contiguous:
-        out = np.empty(x.shape, x.dtype)
+        out = empty_for(x)
         kernel(x.reshape(-1), out.reshape(-1))
         return out
     out = np.empty_like(x)
@@ -55,8 +55,14 @@ def _np_erf(x):
 
 
 def _np_gelu(d):
-    """0.5 d (1 + erf(d / sqrt 2)) in d's dtype: one compiled pass for float32 and
-    float64 arrays (computed in float64 and rounded once for float32)."""
+    """0.5 d (1 + erf(d / sqrt 2)) in d's dtype: one compiled pass for float32
+    (float32 arithmetic, a few ulp) and float64 arrays."""
+    if type(d) is np.ndarray and d.dtype == np.float32:
+        # float32 arithmetic, 8 lanes wide, x Phi(x) through erfc in the tail
+        # (compiler/activation_kernels.py): within a few ulp of the exact
+        # value, where PyTorch's 1 + erf form cancels for x < 0
+        from compiler.activation_kernels import gelu32_fwd
+        return _flat_kernel(gelu32_fwd, d)
     if type(d) is np.ndarray and (d.dtype == np.float32 or d.dtype == np.float64):
         from compiler.kernels import gelu_f32_array, gelu_f64_array
         return _flat_kernel(gelu_f32_array if d.dtype == np.float32 else gelu_f64_array, d)
@@ -154,6 +160,13 @@ def _fast(d):
 
 
 def _np_silu(x):
+    if type(x) is np.ndarray and x.dtype == np.float32 \
+            and x.flags.c_contiguous:
+        # x / (1 + exp(-x)) in one float32 pass (compiler/activation_kernels.py)
+        from compiler.activation_kernels import silu32_fwd
+        out = empty_for(x)
+        silu32_fwd(x.reshape(-1), out.reshape(-1))
+        return out
     if _fast(x):
         # NumPy's exp, then one pass for x * (1 / (1 + e)): the same float operations
         from compiler.kernels import silu_tail

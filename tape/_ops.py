@@ -435,6 +435,14 @@ def _float_dtype(dt):
 POOL_FROM = 1 << 18      # bytes
 
 
+def empty_for(x):
+    """An uninitialised array of ``x``'s shape and dtype for a kernel's result:
+    from the pool (tape/_pool.py) when large, as ``_pooled``'s are."""
+    if x.nbytes < POOL_FROM:
+        return np.empty(x.shape, x.dtype)
+    return pool.empty(x.shape, x.dtype)
+
+
 def _pooled(uf, npf, *args):
     """``npf(*args)`` for large operands, written into a buffer from the pool
     (tape/_pool.py) instead of fresh memory.
@@ -825,6 +833,14 @@ def _unary(name, npf):
 
 def _np_sigmoid(x):
     """1 / (1 + exp(-x)); exp overflows to inf for very negative x, giving 0."""
+    if type(x) is np.ndarray and x.dtype == np.float32 \
+            and x.flags.c_contiguous:
+        # one compiled float32 pass (exp32, ~1 ulp like PyTorch's Sleef expf):
+        # no float64 temporaries, no second pass over the exps
+        from compiler.activation_kernels import sigmoid32_fwd
+        out = empty_for(x)
+        sigmoid32_fwd(x.reshape(-1), out.reshape(-1))
+        return out
     with np.errstate(over='ignore'):
         if type(x) is np.ndarray and x.size >= 256 and x.dtype.kind == 'f' \
                 and x.flags.c_contiguous:

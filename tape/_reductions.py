@@ -83,12 +83,29 @@ def _cum(opname, npf, record):
         dim = _norm_dim(dim, np.ndim(d), opname)
         if np.ndim(d) == 0:
             return _ops.reshape(f(_ops.reshape(a, 1), 0), ())
-        out = npf(d, axis=dim)
+        if npf is np.cumsum and type(d) is np.ndarray and d.dtype == np.float32:
+            out = _cumsum32(d, dim)
+        else:
+            out = npf(d, axis=dim)
         if out.dtype.kind == 'b' or (out.dtype.kind in 'iu' and out.dtype != np.int64):
             out = out.astype(np.int64)
         return record(a, out, dim)
     f.__name__ = f.__qualname__ = opname
     return f
+
+
+def _cumsum32(d, dim):
+    """float32 cumsum accumulated in float64, as PyTorch's CPU kernel (and its
+    values), in one compiled pass (compiler/cumgrad.py)."""
+    from compiler.cumgrad import cumsum_fwd
+    d = np.ascontiguousarray(d)
+    shape = d.shape
+    out = np.empty(shape, np.float32)
+    if d.size:
+        outer = math.prod(shape[:dim])
+        inner = math.prod(shape[dim + 1:])
+        cumsum_fwd(d.reshape(-1), out.reshape(-1), outer, shape[dim], inner)
+    return out
 
 
 cumsum = _cum('cumsum', np.cumsum, record_cumsum)

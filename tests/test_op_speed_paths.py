@@ -126,10 +126,12 @@ def test_gelu_forward_matches_exact_formula(dtype):
     got = TF.gelu(tape.tensor(x)).numpy()
     want = np.array([0.5 * float(v) * (1.0 + math.erf(float(v) / math.sqrt(2.0))) for v in x])
     if dtype == np.float32:
-        # plus, beyond |x| / sqrt 2 = 4 (where float32's erf is +-1), erfc(4) = 1.6e-8
-        # of the negative tail's 0.5 x (1 + erf): values under 5e-8 there
+        # float32's kernel (compiler/activation_kernels.py) is within a few ulp
+        # (PyTorch's float32 gelu is ~1e-6 off in the negative tail); plus, beyond
+        # |x| / sqrt 2 = 4, the float64 reference's own cancellation in
+        # 0.5 x (1 + erf): erfc(4) = 1.6e-8 of it, values under 5e-8 there
         ax = np.abs(x).astype(np.float64)
-        bound = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64) + 1e-10 * ax \
+        bound = 8 * np.spacing(np.abs(want).astype(np.float32)).astype(np.float64) + 1e-10 * ax \
             + np.where(ax / math.sqrt(2.0) >= 4.0, 0.5 * ax * 1.6e-8, 0.0)
     else:
         bound = 4e-16 * np.abs(x) + 1e-300
@@ -162,6 +164,12 @@ def test_fused_forwards_equal_the_numpy_expressions(shape, dtype):
         }
     for k in want:
         assert got[k].dtype == dtype, k
+        if k == 'silu' and dtype == np.float32:
+            # float32 silu is one compiled pass over exp32 (~1 ulp, as PyTorch's
+            # Sleef expf), not NumPy's exp: within a few ulp, NaN where NumPy's
+            np.testing.assert_array_equal(np.isnan(got[k]), np.isnan(want[k]), err_msg=k)
+            np.testing.assert_allclose(got[k], want[k], rtol=5e-7, atol=1e-37, err_msg=k)
+            continue
         np.testing.assert_array_equal(got[k], want[k].astype(dtype), err_msg=k)
 
 
