@@ -189,6 +189,47 @@ class Grads:
             self.G[slot:slot + size] = np.ravel(value)
 
 
+class SlotGrads:
+    """``Grads`` without an arena: gradients as flat arrays by slot, for a sweep
+    that runs Python records only (tape/_sweep.py ``_run_python``), where an
+    arena would be allocated, zeroed, written and read back for nothing.
+
+    A stored array is never written to in place (it may be a caller's seed or
+    what a Function's backward returned): a second gradient for a slot makes
+    a new sum.  ``owned`` holds the slots whose array nothing else refers to,
+    which a leaf may adopt as its ``.grad`` instead of copying."""
+    __slots__ = ('g', 'owned')
+
+    def __init__(self):
+        self.g = {}
+        self.owned = set()
+
+    def reached(self, slot):
+        return slot in self.g
+
+    def get(self, slot, size, shape=None):
+        g = self.g.get(slot)
+        return g if shape is None or g is None else g.reshape(shape)
+
+    def add(self, slot, size, value, dtype=None, owned=False):
+        flat = value.reshape(-1) if type(value) is np.ndarray else np.ravel(value)
+        if dtype is not None and flat.dtype != dtype:
+            flat = flat.astype(dtype)
+            owned = True
+        cur = self.g.get(slot)
+        if cur is None:
+            self.g[slot] = flat
+            if owned:
+                self.owned.add(slot)
+        else:
+            self.g[slot] = cur + flat
+            self.owned.add(slot)
+
+    def set(self, slot, size, value):
+        self.g[slot] = np.array(np.ravel(value), copy=True)
+        self.owned.add(slot)
+
+
 def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
     """Run big record k: read its output's gradient, add its inputs' gradients.
 

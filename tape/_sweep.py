@@ -6,7 +6,9 @@ values, ``A`` integer attributes) and calls the Numba sweep in
 returns to Python only at records that need it (custom Functions, hooks,
 rarely used rules, large tensors, BLAS-sized products); Python runs that
 record and calls the sweep again from the next one.  ``run_scalar`` is the
-same for the common ``loss.backward()``, with less generality.
+same for the common ``loss.backward()``, with less generality; for a tape
+of custom Functions only it calls their ``backward`` directly
+(``_run_python``: no arrays packed, no arena, no kernel).
 
 Without ``retain_graph`` the records the sweep used are released (see
 ``release``) and a second backward through them raises; with it, the packed
@@ -21,10 +23,10 @@ import numpy as np
 
 from . import _graph_task
 from ._graph_task import pending as _task_pending
-from ._big import BIG_BASE, BIG_FLAG, Grads, sweep_chain, sweep_record
+from ._big import BIG_BASE, BIG_FLAG, Grads, SlotGrads, sweep_chain, sweep_record
 from ._rules import OP, RULES
 from ._reroot import mark_stale
-from ._tape import REC, SAVING, inplace_epoch, resolve
+from ._tape import REC, SAVING, grad_mode, inplace_epoch, resolve, set_grad_mode
 from ._tensor import _leaf
 from ._views import forget_released_view_tapes
 
@@ -35,6 +37,7 @@ SECOND_BACKWARD = (
     'backward through the graph a second time or if you need to access saved tensors after '
     'calling backward.')
 
+_PYTHON_OP = OP['python']
 _EMPTY_F = np.zeros(1)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -258,6 +261,9 @@ def _python_record(tape, k, R, G, V, A, reach, grads, stop=-1, keep=(), numpy=Fa
                    needed=None):
     """Run record k in Python; return the lowest record index handled."""
     op = int(R[k, 0])
+    if op == _PYTHON_OP:
+        tape.py[R[k, 6]].backward(grads)
+        return k
     if op & BIG_FLAG:
         # (first: no hot or cold opcode carries the flag)
         if RULES[op & ~BIG_FLAG].kind == 'elementwise':
@@ -444,8 +450,6 @@ def _run(roots, grads, retain_graph, inputs, accumulate):
     return result
 
 
-_PYTHON_OP = OP['python']
-
 
 def _check_dead_above(tape, R, store, needed, k):
     """Before Python code (a custom Function, a hook) runs at record k: raise if
@@ -552,6 +556,10 @@ def _run_scalar(root, retain_graph, seed, entered=False):
         finally:
             _graph_task.leave()
         return
+    if tape.n == len(tape.py):
+        # Python records only (custom Functions: no record is freed by record,
+        # so none is dead either)
+        return _run_python(tape, root, retain_graph, seed)
     dead = tape.dead is not None or tape.dead_upto
     if dead and tape.is_dead(root._rec):
         raise RuntimeError(SECOND_BACKWARD)
@@ -596,8 +604,9 @@ def _run_scalar(root, retain_graph, seed, entered=False):
         reach = np.zeros(gpos, np.uint8)
         reach[s] = 1
         k = root._rec
-        if tape.bpos == BIG_BASE or not R[k, 0] & BIG_FLAG:
-            # (a big record, a full sum's say, would come straight back)
+        if (tape.bpos == BIG_BASE or not R[k, 0] & BIG_FLAG) \
+                and (not tape.py or R[k, 0] != _PYTHON_OP):
+            # (a big record, a full sum's say, or a Python one would come straight back)
             kern = _kernel
             if kern is None:
                 kern = _extend(R)
@@ -607,8 +616,16 @@ def _run_scalar(root, retain_graph, seed, entered=False):
         if store is None:
             store = Grads(G, reach)
         while k >= 0:
-            if not R[k, 0] & BIG_FLAG:
-                # (a big record comes back from the kernel at once: not called for one)
+            op = R[k, 0]
+            if op == _PYTHON_OP:
+                # (the kernel hands a Python record back at once: not called for one)
+                if dead:
+                    _check_dead_above(tape, R, store, None, k)
+                tape.py[R[k, 6]].backward(store)
+                k -= 1
+                continue
+            if not op & BIG_FLAG:
+                # (nor for a big record)
                 k = (_kernel or _extend(R))(R, G, V, A, reach, k, -1)
                 if k < 0:
                     break
@@ -677,6 +694,74 @@ def _run_scalar(root, retain_graph, seed, entered=False):
         release(tape, None if store.all_reached(tape) else store.reached_records(R), R)
 
 
+def _run_python(tape, root, retain_graph, seed):
+    """``_run_scalar`` for a tape of Python records only: one custom Function
+    of leaves (a loss, softmax or layer_norm of a parameter, the seed's
+    sigmoid Function), or a chain of them.  Nothing is compiled to run, so
+    nothing is packed: the seed goes to the records' ``backward`` in a
+    ``SlotGrads`` (no arena to zero, fill and copy out of), and the leaves
+    get what the records added.
+
+    The gradients are kept in the root's dtype (float64 unless float32), as
+    a float32 model's arena is float32."""
+    dt = root._data.dtype
+    if dt != _F32:
+        dt = _F64
+    store = SlotGrads()
+    s = root._goff
+    if seed is None:
+        store.g[s] = np.ones(1, dt)
+        store.owned.add(s)
+    else:
+        g = seed.reshape(-1)
+        if g.dtype != dt:
+            g = g.astype(dt)
+        store.g[s] = g          # (the caller's: never written to, see SlotGrads)
+    py = tape.py
+    k = root._rec
+    # backward runs with recording off: set once here, not per record
+    prev = grad_mode.enabled
+    if prev:
+        set_grad_mode(False)
+    try:
+        # tape.py holds the records in record order (each appended with its
+        # record, and a merged tape's after the tape's own)
+        while k >= 0:
+            py[k].backward(store)
+            k -= 1
+    finally:
+        if prev or grad_mode.enabled:
+            set_grad_mode(prev)
+    reached = store.g
+    used = None
+    if tape.n > 1 or root._rec:
+        flags = [any(o in reached for o in p.out_slots) for p in py]
+        if not all(flags):
+            used = np.array(flags, bool)
+    if tape.epoch != inplace_epoch[0] and tape.may_be_stale():
+        tape.check_versions(_records(tape), np.ones(tape.n, bool) if used is None else used)
+    owned = store.owned
+    for leaf, ls in tape.leaves:
+        if not leaf._rg:
+            continue        # (stopped requiring grad since: PyTorch's AccumulateGrad skips it)
+        g = reached.get(ls)
+        if g is None:
+            continue
+        ext = leaf._extra
+        if ext is not None and (ext.get('hooks') or 'post_accumulate' in ext):
+            _deliver_value(leaf, g, owned=ls in owned)
+        else:
+            _accumulate(leaf, g, owned=ls in owned)
+    if not retain_graph:
+        release(tape, used, None if used is None else _records(tape))
+
+
+def _records(tape):
+    """The tape's records as an array R (a copy: see pack)."""
+    rec = tape.rec[:]
+    return np.ndarray((len(rec) // (8 * REC), REC), _I64, rec)
+
+
 # arenas of this many elements or more are zeroed around y.backward(g)'s seed
 # rather than whole
 ZERO_SPLIT = 4096
@@ -705,7 +790,7 @@ def release(tape, used, R):
         # a custom Function's record is not freed by record (SAVING): its ctx
         # frees what it saved, so a backward that reads no saved tensor may
         # run again, as in PyTorch
-        if used is None and len(R) == tape.n:
+        if used is None and (R is None or len(R) == tape.n):
             # every record was reached, so every Python one: tape.py holds
             # one entry per Python record of the tape (appended with it)
             pys = tape.py
@@ -816,8 +901,8 @@ def _accumulate(leaf, g, owned=False):
     else:
         cd = cur._data
         if type(cd) is np.ndarray and cd.flags.writeable:
-            if cd.flags.c_contiguous and g.ndim == 1 and g.dtype == np.float64 \
-                    and g.flags.c_contiguous and cd.size == g.size:
+            if g.dtype != cd.dtype and g.dtype == _F64 and g.ndim == 1 \
+                    and cd.flags.c_contiguous and g.flags.c_contiguous and cd.size == g.size:
                 # a Numba loop: NumPy's mixed-dtype in-place add (float32 +=
                 # float64) is several times slower
                 _acc_kernel(cd.reshape(-1), g, 0)

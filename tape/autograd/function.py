@@ -181,16 +181,17 @@ class _FunctionRecord:
             raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is "
                                "not allowed. You should only implement one of them.")
         out_dtypes = self.out_dtypes
-        for dt in out_dtypes:
-            if dt is None:                  # (np.dtype('f8') == None is True: test with is)
-                # a non-Tensor output's gradient is None, materialized or not (and on
-                # every path that calls here: the sweeps and the node-hook runner)
-                grads = [None if dt is None else g for g, dt in zip(grads, out_dtypes)]
-                break
+        if len(out_dtypes) != 1 or out_dtypes[0] is None:
+            for dt in out_dtypes:
+                if dt is None:              # (np.dtype('f8') == None is True: test with is)
+                    # a non-Tensor output's gradient is None, materialized or not (and
+                    # on every path that calls here: the sweeps and the node-hook runner)
+                    grads = [None if dt is None else g for g, dt in zip(grads, out_dtypes)]
+                    break
         res = cls.backward(self.ctx, *grads)
-        if not isinstance(res, tuple):
-            res = (res,)
         nargs = self.nargs
+        if type(res) is not tuple and not isinstance(res, tuple):
+            res = (res,)
         if len(res) != nargs:
             if len(res) > nargs and all(r is None for r in res[nargs:]):
                 res = res[:nargs]
@@ -199,8 +200,7 @@ class _FunctionRecord:
                                    f'of gradients (expected {nargs}, got {len(res)})')
         in_slots, in_shapes, in_dtypes = self.in_slots, self.in_shapes, self.in_dtypes
         out = [None] * nargs
-        for i in range(nargs):
-            r = res[i]
+        for i, r in enumerate(res):
             dt = in_dtypes[i]
             if dt is None:          # not a Tensor input: PyTorch allows only None here
                 if r is not None:
@@ -210,7 +210,7 @@ class _FunctionRecord:
                 continue
             if r is None:
                 continue
-            if not isinstance(r, Tensor):
+            if type(r) is not Tensor and not isinstance(r, Tensor):
                 raise RuntimeError(f'expected Variable or None (got {_typename(r)})')
             if in_slots[i] < 0:     # a Tensor input that does not require grad
                 continue
@@ -276,14 +276,19 @@ class _FunctionRecord:
                 else:
                     grads.append(None)
         # cls.backward runs with recording off (as under no_grad)
-        prev = grad_mode.enabled
-        if prev:
+        if grad_mode.enabled:
             set_grad_mode(False)
-        try:
-            res = self._call_backward(grads)
-        finally:
-            if prev or grad_mode.enabled:
-                set_grad_mode(prev)
+            try:
+                res = self._call_backward(grads)
+            finally:
+                set_grad_mode(True)
+        else:
+            # (off already: the sweep of Python records sets it once for all)
+            try:
+                res = self._call_backward(grads)
+            finally:
+                if grad_mode.enabled:
+                    set_grad_mode(False)
         for r, s in zip(res, self.in_slots):
             if r is not None:
                 d = r._data
