@@ -17,6 +17,7 @@ them: each sweep gets a fresh ``G``, which is the "clone" of the tape's
 mutable state).
 """
 import logging
+import struct
 import threading
 
 import numpy as np
@@ -540,6 +541,96 @@ def run_scalar(root, retain_graph, seed=None):
         _graph_task.finish()        # hooks that act once per backward (tape/_graph_task.py)
 
 
+_SAVE_NAMES = ('a', 'b', 'out')
+_lone_vjp = {}      # rule name -> its chunk kernel (compiler/_chunk_generated.py)
+
+
+def _run_lone(tape, root, retain_graph, seed):
+    """``y.backward(seed)`` where y's tape holds one elementwise record, of
+    leaves without hooks (``y = f(x)``, a loss of one op): the record's chunk
+    kernel reads the seed and the saved arrays and writes (or adds into) each
+    leaf's ``.grad`` in one pass, in the arrays' dtypes.  The arena path would
+    zero an arena, copy the seed in, sweep, and copy each gradient out: three
+    passes more.  Returns False, having done nothing, where the general path
+    must run (a freed or stale record, broadcasting, a leaf with hooks or views,
+    one leaf on both inputs, a rule without a chunk kernel)."""
+    if tape.dead is not None or tape.dead_upto or tape.nonfloat_saved \
+            or (tape.epoch != inplace_epoch[0] and tape.may_be_stale()):
+        return False
+    op, go, n, g0, g1, v, ax, x = tape.record(0)
+    rule = RULES[op]
+    if rule.kind != 'elementwise' or go != root._goff or (g0 == g1 and g0 >= 0):
+        return False
+    kern = _lone_vjp.get(rule.name)
+    if kern is None:
+        from compiler import _chunk_generated
+        kern = getattr(_chunk_generated, 'vjp_' + rule.name, None)
+        if kern is None:
+            return False
+        _lone_vjp[rule.name] = kern
+    od = root._data
+    dtype = od.dtype
+    if seed is None:
+        if n != 1:
+            return False
+        g = np.ones(1, dtype)
+    else:
+        g = np.ascontiguousarray(seed, dtype).reshape(-1)
+        if g.size != n:
+            return False
+    # each input: a leaf of n elements without hooks or views, and the array
+    # its gradient goes into (fresh: the kernel writes it, no zeroing)
+    targets = []
+    for pos, slot in enumerate((g0, g1)):
+        if slot < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
+            targets.append((None, _EMPTY, False))
+            continue
+        leaf = None
+        for t, ls in tape.leaves:
+            if ls == slot:
+                leaf = t
+                break
+        if leaf is None or not leaf._rg or leaf._extra is not None:
+            return False
+        d = leaf._data
+        if type(d) is not np.ndarray or d.size != n:
+            return False
+        cur = leaf._grad
+        if cur is None:
+            targets.append((leaf, np.empty(n, d.dtype), True))
+            continue
+        cd = cur._data
+        if type(cd) is not np.ndarray or cd.dtype != d.dtype or cd.size != n \
+                or not cd.flags.c_contiguous or not cd.flags.writeable:
+            return False
+        targets.append((leaf, cd.reshape(-1), False))
+    saved = {}
+    k = 0
+    for name in _SAVE_NAMES:
+        if name in rule.saves:
+            arr = tape.saved[k]
+            k += 1
+            if type(arr) is not np.ndarray or arr.size != n:
+                return False
+            saved[name] = arr.reshape(-1)
+    d, c = _AS_FLOATS(_AS_INTS(ax, x))      # (the fields' float64 bits)
+    (l0, t0, f0), (l1, t1, f1) = targets
+    kern(g, saved.get('a', _EMPTY), saved.get('b', _EMPTY), saved.get('out', _EMPTY),
+         c, d, t0, t1, f0, f1)
+    for leaf, t, fresh in targets:
+        if fresh:
+            shape = leaf._data.shape
+            leaf._grad = _leaf(t if len(shape) == 1 else t.reshape(shape))
+    if not retain_graph:
+        release(tape, None, None)
+    return True
+
+
+_EMPTY = np.empty(0)
+_AS_INTS = struct.Struct('2q').pack
+_AS_FLOATS = struct.Struct('2d').unpack
+
+
 def _run_scalar(root, retain_graph, seed, entered=False):
     tape = root._tape
     if tape.alias is not None:
@@ -560,6 +651,8 @@ def _run_scalar(root, retain_graph, seed, entered=False):
         # Python records only (custom Functions: no record is freed by record,
         # so none is dead either)
         return _run_python(tape, root, retain_graph, seed)
+    if tape.n == 1 and s < BIG_BASE and _run_lone(tape, root, retain_graph, seed):
+        return
     dead = tape.dead is not None or tape.dead_upto
     if dead and tape.is_dead(root._rec):
         raise RuntimeError(SECOND_BACKWARD)
