@@ -391,7 +391,9 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
         return _ops.add(nz, _leaf(cnt))
     if p == 1:
         return _ops.sum_(_ops.abs_(a), dims, keepdim)
-    if p == 2:
+    if p == 2 and dims is None and d.dtype == np.float32 and d.flags.c_contiguous and d.size:
+        s = _sum_squares32(a, d, keepdim)
+    elif p == 2:
         s = _ops.sum_(_ops.mul(a, a), dims, keepdim)
     elif p < 1 and np.any(d == 0):
         # |x| ** p has an infinite slope at 0 (0 * inf: NaN): zeros contribute
@@ -404,6 +406,29 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     else:
         s = _ops.sum_(_ops.pow_(_ops.abs_(a), p), dims, keepdim)
     return _root(s, 'norm_root', 1.0 / p)
+
+
+def _sum_squares32(a, d, keepdim):
+    """``sum(a * a)`` over all of a C-contiguous float32 ``a`` in one pass
+    (compiler/reduce_kernels.py: float64 lanes, no ``a * a`` temporary), with
+    the same two records as ``sum_(mul(a, a))``.  The product's values are read
+    by nothing (its gradient needs only ``a``, the sum's only the shapes), so
+    its tensor holds a zero-stride placeholder instead."""
+    from compiler.reduce_kernels import sum_squares
+    out = np.float32(sum_squares(d.reshape(-1)))
+    if keepdim:
+        out = np.full((1,) * d.ndim, out)
+    if not (a._rg and (not _ops._OFF[0] or grad_mode.enabled)):
+        return _leaf(out)
+    sq = np.ndarray(d.shape, np.float32, _ZERO32, 0, (0,) * d.ndim)
+    prod = _ops._record_binary(_OP_MUL, a, a, sq)
+    return _record_struct(_OP_SUM, prod, out, x=d.size, scale=1.0)
+
+
+_ZERO32 = np.zeros(1, np.float32)
+_ZERO32.flags.writeable = False
+_OP_MUL = OP['mul']
+_OP_SUM = OP['sum']
 
 
 def norm(a, p='fro', dim=None, keepdim=False, dtype=None):
