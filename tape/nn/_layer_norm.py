@@ -42,21 +42,23 @@ def _rows(a, n):
 class _LayerNorm(Function):
     """y = (x - mean) * rstd * w + b over the last ``len(ns)`` dims (w, b may be None).
 
-    Saves the input (as rows) and the float64 row moments ``mean`` and ``rstd``;
-    the backward recomputes xhat from them (compiler/norm_kernels.py)."""
+    Saves the input (as rows) and the float64 row moments ``mean`` and ``rstd``
+    (one (2, m) array); the backward recomputes xhat from them
+    (compiler/norm_kernels.py)."""
     @staticmethod
-    def forward(ctx, x, w, b, ns, eps):
-        xd = np.asarray(x._data)
+    def forward(ctx, x, w, b, ns, eps, n):
+        xd = x._data
+        if type(xd) is not np.ndarray:
+            xd = np.asarray(xd)
         dt = xd.dtype
-        n = math.prod(ns)
-        x2 = _rows(xd, n)
-        y = np.empty(x2.shape, dt)
+        x2 = xd.reshape(-1, n) if xd.flags.c_contiguous else _rows(xd, n)
+        y = np.empty(xd.shape, dt)
         mr = np.empty((2, x2.shape[0]))
-        _kernels().layer_norm_forward(x2, _vec(w, dt), _vec(b, dt), eps, y, mr[0], mr[1])
-        ctx.ns, ctx.eps, ctx.n = ns, eps, n
+        _kernels().layer_norm_forward(x2, _vec(w, dt), _vec(b, dt), eps, y.reshape(x2.shape), mr)
+        ctx.ns, ctx.eps, ctx.n, ctx.shape = ns, eps, n, xd.shape
         ctx.x2, ctx.mr = x2, mr
         ctx.save_for_backward(x, w)
-        return _leaf(y.reshape(xd.shape))
+        return _leaf(y)
 
     @staticmethod
     def backward(ctx, gy):
@@ -66,22 +68,26 @@ class _LayerNorm(Function):
         n = ctx.n
         x2 = ctx.x2
         dt = x2.dtype
-        g2 = _rows(np.asarray(gy._data, dtype=dt), n)
+        gd = gy._data
+        if type(gd) is not np.ndarray or gd.dtype != dt or not gd.flags.c_contiguous:
+            gd = np.ascontiguousarray(gd, dtype=dt)
         need = ctx.needs_input_grad
-        gx = np.empty(x2.shape, dt) if need[0] else _EMPTY[dt]
+        gx = np.empty(ctx.shape, dt) if need[0] else None
         # the weight's and bias's sums accumulate in float64, as the row moments do
-        gwb = np.zeros((2, n)) if need[1] or need[2] else None
-        e64 = _EMPTY[_F64]
-        gw = gwb[0] if need[1] else e64
-        gb = gwb[1] if need[2] else e64
-        mr = ctx.mr
-        _kernels().layer_norm_backward(x2, g2, _vec(w, dt), mr[0], mr[1], gx, gw, gb)
-        return (_leaf(gx.reshape(x.shape)) if need[0] else None,
-                _leaf(gw.astype(dt).reshape(ctx.ns)) if need[1] else None,
-                _leaf(gb.astype(dt).reshape(ctx.ns)) if need[2] else None, None, None)
+        gwb = np.zeros((2, n)) if need[1] or need[2] else _EMPTY2[_F64]
+        _kernels().layer_norm_backward(
+            x2, gd.reshape(x2.shape), _vec(w, dt), ctx.mr,
+            _EMPTY2[dt] if gx is None else gx.reshape(x2.shape), gwb,
+            need[0] | need[1] << 1 | need[2] << 2)
+        ns = ctx.ns
+        return (None if gx is None else _leaf(gx),
+                _leaf(gwb[0].astype(dt).reshape(ns)) if need[1] else None,
+                _leaf(gwb[1].astype(dt).reshape(ns)) if need[2] else None, None, None, None)
 
 
 _EMPTY = {np.dtype(t): np.empty(0, t) for t in (np.float16, np.float32, np.float64)}
+# a gx or weight/bias-sum array that is not wanted: 2-D, the kernel's argument type
+_EMPTY2 = {np.dtype(t): np.empty((0, 0), t) for t in (np.float32, np.float64)}
 _F64 = np.dtype(np.float64)
 
 
@@ -89,10 +95,10 @@ def _vec(p, dt):
     """A weight or bias as a flat contiguous array (size 0 when absent)."""
     if p is None:
         return _EMPTY[dt]
-    a = np.asarray(p._data)
-    if a.dtype != dt or not a.flags.c_contiguous:
+    a = p._data
+    if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
         a = np.ascontiguousarray(a, dtype=dt)
-    return a.reshape(-1)
+    return a if a.ndim == 1 else a.reshape(-1)
 
 
 def _backward_tensors(ctx, x, w, gy):
@@ -112,12 +118,12 @@ def _backward_tensors(ctx, x, w, gy):
         gw = (gy * xhat).sum(lead) if lead else gy * xhat
     if ctx.needs_input_grad[2]:
         gb = gy.sum(lead) if lead else gy
-    return gx, gw, gb, None, None
+    return gx, gw, gb, None, None, None
 
 
 # the node PyTorch's layer_norm records
 _LayerNorm._backward_name = 'NativeLayerNormBackward0'
 
 
-def layer_norm(a, w, b, ns, eps):
-    return _LayerNorm.apply(a, w, b, ns, eps)
+def layer_norm(a, w, b, ns, eps, n=None):
+    return _LayerNorm.apply(a, w, b, ns, eps, math.prod(ns) if n is None else n)

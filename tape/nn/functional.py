@@ -1590,8 +1590,42 @@ def _trailing(a, normalized_shape, star):
 _LN_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))   # the Numba kernels' dtypes
 
 
+# (x shape, dtype, normalized_shape, weight and bias shapes) -> (ns, n) for calls that
+# passed layer_norm's checks and take the one-record form: the checks depend on
+# nothing else, and cost ~4 us a call, as much as the kernel at (32, 10)
+_LN_CHECKED = {}
+
+
+def _ln_key(x, normalized_shape, weight, bias):
+    """layer_norm's _LN_CHECKED key, or None where the call is not a plain one
+    (a non-tensor argument, a normalized_shape that is not a tuple or int)."""
+    xd = x._data
+    if type(xd) is not np.ndarray or type(normalized_shape) not in (tuple, int):
+        return None
+    ws = bs = None
+    if weight is not None:
+        if not isinstance(weight, Tensor) or type(weight._data) is not np.ndarray \
+                or weight._data.dtype != xd.dtype:
+            return None
+        ws = weight._data.shape
+    if bias is not None:
+        if not isinstance(bias, Tensor) or type(bias._data) is not np.ndarray \
+                or bias._data.dtype != xd.dtype:
+            return None
+        bs = bias._data.shape
+    return xd.shape, xd.dtype, normalized_shape, ws, bs
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
     """Normalize over the last ``len(normalized_shape)`` dimensions, then scale and shift."""
+    key = _ln_key(input, normalized_shape, weight, bias) if isinstance(input, Tensor) else None
+    if key is not None:
+        try:
+            hit = _LN_CHECKED.get(key)
+        except TypeError:           # an unhashable normalized_shape entry: the checks say why
+            hit = key = None
+        if hit is not None and not _jit_tracing():
+            return _layer_norm_fn(input, weight, bias, hit[0], float(eps), hit[1])
     a = _t(input)
     ns, shape, dims = _trailing(a, normalized_shape, '*, ')
     _not_for(a, 'iub', 'LayerNormKernelImpl')
@@ -1608,6 +1642,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     if xd.size and xd.dtype in _LN_DTYPES and not _jit_tracing() and all(
             p is None or np.asarray(p._data).dtype == xd.dtype for p in (w, b)):
         # one record with a fused backward (tape/nn/_layer_norm.py)
+        if key is not None:
+            if len(_LN_CHECKED) >= 256:
+                _LN_CHECKED.clear()
+            _LN_CHECKED[key] = (ns, math.prod(ns))
         return _layer_norm_fn(a, w, b, ns, float(eps))
     # mixed dtypes, float16 or an empty input: the composite, which promotes as PyTorch does
     return _affine(_normalize_over(a, dims, eps), weight, bias, ns, a)
