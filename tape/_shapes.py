@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _ops
 from ._ops import _record_struct, _shape_str, _sizes
+from ._pool import pool
 from ._reductions import _flat_index, take_as
 from ._rules import OP
 from ._tape import grad_mode
@@ -292,11 +293,25 @@ def cat(tensors, dim=0):
                     f'size {ref[k]} but got size {s[k]} for tensor number {i} in the list '
                     f'(shapes {_shape_str(ref)} and {_shape_str(s)}).')
     from . import _dtypes
-    dt = _dtypes.result_type(*[np.asarray(x._data) for x in live])
-    out = np.concatenate([np.asarray(x._data) for x in live], axis=dim).astype(dt, copy=False)
+    arrays = [np.asarray(x._data) for x in live]
+    dt = _dtypes.result_type(*arrays)
+    out = _concatenate(arrays, dim, dt, ref)
     if not (grad_mode.enabled and any(x._rg for x in live)):
         return _leaf(out)
     return _join(OP['cat'], live, [np.shape(x._data) for x in live], dim, out)
+
+
+def _concatenate(arrays, dim, dt, ref):
+    """np.concatenate of ``arrays`` along ``dim`` in dtype ``dt``.  A large result
+    is written into a buffer from the pool (tape/_pool.py): a fresh one of a few
+    MB costs a page fault per 4 KB on first touch, several times the copy."""
+    nbytes = dt.itemsize * sum(a.size for a in arrays)
+    if nbytes < _ops.POOL_FROM or any(a.dtype != dt for a in arrays):
+        return np.concatenate(arrays, axis=dim).astype(dt, copy=False)
+    shape = ref[:dim] + (sum(a.shape[dim] for a in arrays),) + tuple(ref[dim + 1:])
+    out = pool.empty(shape, dt)
+    np.concatenate(arrays, axis=dim, out=out)
+    return out
 
 
 # field 7 of a cat record: wb | count << _COUNT_SHIFT (tape/_rules.py)
