@@ -475,6 +475,50 @@ def _pooled(uf, npf, *args):
 
 
 
+# ops with a row-broadcast kernel (compiler/broadcast_kernels.py): (x op b, b op x)
+_ROW_CODES = {'add': (0, 0), 'sub': (1, 4), 'mul': (2, 2), 'div': (3, 5)}
+_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_ROW_MIN = 2048         # elements: below, NumPy's call costs less than the kernel's
+_row_kernels = None
+
+
+def _row_broadcast(codes, ad, bd):
+    """``ad op bd`` through a kernel when one operand is a C-contiguous float
+    array (..., c) of at least _ROW_MIN elements and the other a vector (c,) of
+    its dtype (a bias), else None (NumPy's broadcast then runs)."""
+    global _row_kernels
+    if bd.ndim == 1 and ad.ndim >= 2:
+        x, v, code = ad, bd, codes[0]
+    elif ad.ndim == 1 and bd.ndim >= 2:
+        x, v, code = bd, ad, codes[1]
+    else:
+        return None
+    c = v.shape[0]
+    if x.shape[-1] != c or x.size < _ROW_MIN or x.dtype is not v.dtype \
+            or x.dtype not in _ROW_DTYPES or not x.flags.c_contiguous \
+            or not v.flags.c_contiguous:
+        return None
+    if _row_kernels is None:
+        from compiler import broadcast_kernels
+        _row_kernels = broadcast_kernels
+    out = empty_for(x)
+    _row_kernels.row_binary(x.reshape(-1, c), v, out.reshape(-1, c), code)
+    return out
+
+
+def _add_bias(out, bd):
+    """out += bd for a fresh product out (m, n) and a bias bd (n,) of its dtype:
+    the row kernel, 2.5x NumPy's broadcast add in place."""
+    global _row_kernels
+    if not (out.flags.c_contiguous and bd.flags.c_contiguous):
+        np.add(out, bd, out=out)
+        return
+    if _row_kernels is None:
+        from compiler import broadcast_kernels
+        _row_kernels = broadcast_kernels
+    _row_kernels.row_add_inplace(out, bd)
+
+
 def _binary(name, scalar_name, rscalar_name, npf):
     """Make ``op(a, b)`` and the reflected ``op(b, a)`` for a Tensor ``a``.
 
@@ -498,6 +542,7 @@ def _binary(name, scalar_name, rscalar_name, npf):
     save_a_lane = sop is not None and s_saves_a and not s_saves_out
     slow_rconst = rop is None or 'a' in RULES[rop].saves or 'out' in RULES[rop].saves
     strict = False      # True in fwd.method (see _as_method)
+    row_code = _ROW_CODES.get(name)
 
     def fwd(a, b):
         tb = type(b)
@@ -628,7 +673,9 @@ def _binary(name, scalar_name, rscalar_name, npf):
             na = ad.size
             nb = bd.size
             try:
-                out = npf(ad, bd) if na < BIG and nb < BIG else _pooled(uf, npf, ad, bd)
+                out = _row_broadcast(row_code, ad, bd) if row_code is not None else None
+                if out is None:
+                    out = npf(ad, bd) if na < BIG and nb < BIG else _pooled(uf, npf, ad, bd)
             except ValueError:
                 if name == 'pow' and ad.dtype.kind in 'iu' and bd.dtype.kind in 'iu':
                     return _leaf(_integer_pow(ad, bd))
@@ -1566,7 +1613,7 @@ def linear_records(inp, w, bias):
     if nd != 2:
         ad = ad.reshape(m, k)           # (a copy only for a strided input)
     out = ad @ wt
-    np.add(out, bd, out=out)        # (the mm result is no one else's: add in place)
+    _add_bias(out, bd)              # (the mm result is no one else's: add in place)
     if nd != 2:
         out = out.reshape(inp._data.shape[:-1] + (nout,))
     if not recording:
