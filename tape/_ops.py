@@ -366,6 +366,9 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
 
 
 # ------------------------------------------------------- elementwise ops
+_POW_SIGN_MIN = 256     # elements: below, the sign trick's four calls cost more
+
+
 def _pow_float(a, e, out=None):
     """``a ** e`` for a floating array ``a`` and a Python-number exponent.
 
@@ -379,6 +382,8 @@ def _pow_float(a, e, out=None):
     if out is None:
         if e == 2:
             return a * a
+        if e == 1:
+            return a.copy()             # pow(x, 1) is x, NaN and -0.0 included
         if e == 3:
             return a * a * a
         if e == 0.5:
@@ -401,7 +406,7 @@ def _pow_float(a, e, out=None):
         if e < 0 and e != -1:
             np.reciprocal(out, out=out)
         return out
-    if e % 1 == 0 and abs(e) <= 1 << 53:
+    if e % 1 == 0 and abs(e) <= 1 << 53 and a.size >= _POW_SIGN_MIN:
         neg = np.signbit(a)
         if neg.any():
             out = np.abs(a, out=out)
