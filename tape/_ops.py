@@ -1380,7 +1380,123 @@ def _index_error(e, key, d):
     return IndexError(f'index: {msg} (tensor of shape {tuple(d.shape)})')
 
 
+# A loop of x[:, 1:5] or x[i] gives the same key for the same shape every time:
+# everything but the data depends on (key, shape) alone, so a plan is kept per
+# pair: the NumPy key, the node name, the record's attributes and the view fn.
+_PLANS = {}
+_PLAN_MAX = 4096
+_PLAN_BYTES = [0, 1 << 24]      # index maps held, and the most before a clear
+_INT_TYPES = frozenset((int, np.int64, np.int32, np.intp))
+_NONE = type(None)
+
+
+def _plan_key(key):
+    """A hashable stand-in for a basic key made only of ints, slices of ints,
+    None and Ellipsis, or None for any other key (tensors, lists, bools, ...),
+    which takes the general path.  Exact type checks: True == 1 and a 0-d
+    tensor must not share an int's plan (slices are unhashable before 3.12)."""
+    if type(key) is tuple:
+        parts = []
+        for x in key:
+            t = type(x)
+            if t is slice:
+                a, b, c = x.start, x.stop, x.step
+                if not ((type(a) is int or a is None) and (type(b) is int or b is None)
+                        and (type(c) is int or c is None)):
+                    return None
+                parts.append((a, b, c))
+            elif t in _INT_TYPES:
+                parts.append(int(x))
+            elif x is None or x is Ellipsis:
+                parts.append(x)
+            else:
+                return None
+        return tuple(parts)
+    t = type(key)
+    if t is slice:
+        a, b, c = key.start, key.stop, key.step
+        if not ((type(a) is int or a is None) and (type(b) is int or b is None)
+                and (type(c) is int or c is None)):
+            return None
+        return ('s', a, b, c)
+    if t in _INT_TYPES:
+        return ('i', int(key))
+    if key is None or key is Ellipsis:
+        return ('n', key)
+    return None
+
+
+class _Plan:
+    """What ``getitem`` of a basic key needs besides the data, for one shape."""
+    __slots__ = ('k', 'op', 'view', 'attrs', 'big', 'vfn')
+
+    def __init__(self, k, name, size):
+        self.k = k
+        self.op = OP[name]
+        self.view = name in ('alias', 'unsqueeze')
+        self.big = size >= BIG
+        self.attrs = None
+        self.vfn = lambda m: m[k]
+
+
+def _plan_attrs(plan, shape):
+    """The record's attributes for a take: a large input keeps the key (see
+    BasicKey), a small one the index map, read-only since records share it."""
+    k = plan.k
+    if plan.big:
+        return BasicKey(k, shape)
+    idx = np.ascontiguousarray(flat_index(shape)[k], dtype=_I64).ravel()
+    if idx.base is not None or idx.flags.writeable:
+        idx = idx.copy()
+        idx.flags.writeable = False
+    return idx
+
+
 def getitem(a, key):
+    d = a._data
+    if type(d) is np.ndarray:
+        pk = _plan_key(key)
+        if pk is not None:
+            plan = _PLANS.get((pk, d.shape))
+            if plan is not None:
+                return _getitem_planned(a, d, plan)
+            res = _getitem(a, key)
+            _make_plan(a, d, key, pk)
+            return res
+    return _getitem(a, key)
+
+
+def _getitem_planned(a, d, plan):
+    out = d[plan.k]
+    if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
+        return _as_view(_leaf(out), a, plan.vfn)
+    if plan.view:
+        res = _record_struct(plan.op, a, out)
+    elif plan.big:
+        res = _record_struct(plan.op, a, out, x=d.size, big_attrs=plan.attrs)
+    else:
+        res = _record_struct(plan.op, a, out, x=d.size, attrs=plan.attrs)
+    return _as_view(res, a, plan.vfn)
+
+
+def _make_plan(a, d, key, pk):
+    """Keep the plan of basic ``key`` on ``d``'s shape (which just succeeded)."""
+    k = _unwrap_key(key)
+    if type(d[k]) is not np.ndarray:
+        k = (*k, Ellipsis) if isinstance(k, tuple) else (k, Ellipsis)
+    plan = _Plan(k, _getitem_name(k, d), d.size)
+    if not plan.view:
+        plan.attrs = _plan_attrs(plan, d.shape)
+    # a small input's index map is up to 128 KiB: bound the bytes as well
+    held = _PLAN_BYTES[0] + (plan.attrs.nbytes if type(plan.attrs) is np.ndarray else 0)
+    if len(_PLANS) >= _PLAN_MAX or held > _PLAN_BYTES[1]:
+        _PLANS.clear()
+        held -= _PLAN_BYTES[0]
+    _PLAN_BYTES[0] = held
+    _PLANS[(pk, d.shape)] = plan
+
+
+def _getitem(a, key):
     k = _unwrap_key(key)
     d = a._data
     try:
@@ -1397,6 +1513,18 @@ def getitem(a, key):
         if type(d) is np.ndarray and out.base is not None and _basic_key(k):
             _as_view(res, a, lambda m: m[k])
         return res
+    name = _getitem_name(k, d)
+    if name in ('alias', 'unsqueeze'):  # all elements in order: a view record
+        res = _view_record(a, out, name)
+    else:
+        res = _take_record(a, out, name, lambda m: m[k], key=None if name == 'index' else k)
+    if name != 'index' and type(d) is np.ndarray:
+        _as_view(res, a, lambda m: m[k])
+    return res
+
+
+def _getitem_name(k, d):
+    """The node name of ``d[k]`` (``k`` unwrapped) in tape/_rules.py's terms."""
     # The node PyTorch shows is its last indexing step: select for an integer
     # (or 0-d integer tensor), slice, unsqueeze for None, index when any key is
     # advanced.  Inside a tuple a slice that keeps a whole dimension is skipped
@@ -1441,13 +1569,7 @@ def getitem(a, key):
                 dim += 1
             else:
                 name = 'unsqueeze_take' if picked else 'unsqueeze'
-    if name in ('alias', 'unsqueeze'):  # all elements in order: a view record
-        res = _view_record(a, out, name)
-    else:
-        res = _take_record(a, out, name, lambda m: m[k], key=None if name == 'index' else k)
-    if name != 'index' and type(d) is np.ndarray:
-        _as_view(res, a, lambda m: m[k])
-    return res
+    return name
 
 
 def _basic_key(k):
