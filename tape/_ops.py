@@ -337,8 +337,10 @@ def _record_struct(op, a, out, x=0, attrs=None, saved=None, b=None, scale=None,
         ins = (a._data,) if b is None else (a._data, b._data)
         saved_d = dict(zip('ab', saved)) if saved is not None else {}
         battrs = big_attrs if big_attrs is not None else attrs
-        if type(out) is np.ndarray and all(type(i) is np.ndarray for i in ins):
-            # BigRecord's own inspection (np.shape, np.result_type) costs ~1 us an array
+        if (type(out) is np.ndarray or isinstance(out, np.generic)) \
+                and all(type(i) is np.ndarray for i in ins):
+            # BigRecord's own inspection (np.shape, np.result_type) costs ~1 us
+            # an array (a full sum's result is a NumPy scalar: shape (), a dtype)
             meta = BigRecord.of(saved_d, out.shape, _float_dtype(out.dtype),
                                 [i.shape for i in ins], [_float_dtype(i.dtype) for i in ins],
                                 battrs)
