@@ -73,6 +73,9 @@ def _pow_grad(x, y):
     if not isinstance(y, Tensor):
         if y == 0:
             return _ops.mul(x, 0.0)
+        if y == 2.0:
+            # x ** 1.0 is x, value and every derivative: skip recording the pow
+            return _ops.mul(x, y)
         return _ops.mul(_ops.pow_(x, y - 1.0), y)
     return _ops.mul(y, _ops.pow_(x, _ops.sub(y, 1.0)))
 
@@ -175,6 +178,30 @@ def _formula(text):
 
 _PYTHON = OP['python']
 
+# Per elementwise opcode, how its recorded backward runs: each formula compiled
+# once into a function of (grad, *saves, *consts) (a call costs less than
+# eval with a fresh env dict), and each save's row field (where its slot is).
+_SAVE_FIELD = {'a': 0, 'b': 1, 'out': 2}   # index into (g0, g1, go)
+_PLANS = {}
+
+
+def _elementwise_plan(op, rule):
+    plan = _PLANS.get(op)
+    if plan is None:
+        params = ('grad',) + tuple(rule.saves) + tuple(rule.consts)
+        fns = []
+        for formula in rule.vjps:
+            if formula is None:
+                fns.append(None)
+            elif formula.strip() == 'grad':
+                fns.append(True)            # the output's gradient itself, no call
+            else:
+                src = f"lambda {', '.join(params)}: ({formula})"
+                fns.append(eval(compile(src, '<rule>', 'eval'), FORMULA_NAMESPACE))  # noqa: S307
+        plan = _PLANS[op] = (tuple(_SAVE_FIELD[name] for name in rule.saves),
+                             tuple(zip(rule.consts, (7, 6))), tuple(fns))
+    return plan
+
 
 # ------------------------------------------------------------- handles
 def _handle(tape, slot, value, leaf_of):
@@ -249,9 +276,10 @@ def _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs)
     acc = {}
     leaf_roots = []
     for o, g, seed in zip(outputs, gts, seeds):
-        gt = g if isinstance(g, Tensor) else _leaf(np.full(o._data.shape, seed, o._data.dtype)
+        # a seed made here is only ever used flat: make it flat (no reshape record)
+        gt = g if isinstance(g, Tensor) else _leaf(np.full(o._data.size, seed, o._data.dtype)
                                                    if type(seed) is float else
-                                                   seed.astype(o._data.dtype))
+                                                   seed.astype(o._data.dtype).reshape(-1))
         if o._tape is None:
             leaf_roots.append((o, gt))
             continue
@@ -271,17 +299,31 @@ def _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs)
         dead = tape.dead_mask()     # records an earlier backward freed (None: none)
         # with inputs, only the records on a path to them run (PyTorch's engine)
         needed = needed_for(tape, R, inputs) if inputs is not None else None
+        # plain lists: indexing them per record costs less than NumPy scalars
+        rows = R[:start + 1].tolist()
+        if needed is not None:
+            needed = needed[:start + 1].tolist()
+        if dead is not None:
+            dead = dead[:start + 1].tolist()
         for k in range(start, -1, -1):
             if needed is not None and not needed[k]:
                 continue
-            if dead is not None and dead[k] and R[k, 0] != _PYTHON \
-                    and _out_grad(acc, int(R[k, 1]), int(R[k, 2])) is not None:
+            row = rows[k]
+            if row[0] != _PYTHON:
+                # a record whose result got no gradient contributes nothing
+                g = acc.get(row[1])
+                reached = g is not None and g._data.size == row[2]
+            else:
+                reached = True      # it checks its own outputs' slots
+            if dead is not None and dead[k] and reached and row[0] != _PYTHON:
                 raise RuntimeError(SECOND_BACKWARD)     # it would read freed values
             if hooks is not None and k in hooks:
                 from ._node_hooks import run_record_differentiable
                 if run_record_differentiable(hooks[k], tape, k, R, RF, V, A, acc, leaf_of):
                     continue        # node hooks ran the record themselves
-            _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
+                reached = True      # the hooks may have changed acc: let the record look
+            if reached:
+                _record_vjp(tape, k, R, RF, V, A, acc, leaf_of, row)
         if not retain_graph:
             from ._sweep import release
             slots = np.array([s for s in acc if isinstance(s, int)], dtype=np.int64)
@@ -369,13 +411,32 @@ def _out_grad(acc, go, n):
     return g if g is not None and g._data.size == n else None
 
 
-def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
-    op, go, n, g0, g1, v, ax, x = R[k].tolist()
+def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of, row=None):
+    op, go, n, g0, g1, v, ax, x = R[k].tolist() if row is None else row
     if op == _PYTHON:       # n is 0: the record checks its own outputs' slots
         tape.py[ax].backward_differentiable(acc, tape, leaf_of)
         return
     g = _out_grad(acc, go, n)
     if g is None:
+        return
+    if op in _PLANS:        # an elementwise rule seen before (the common case)
+        fields, consts, fns = _PLANS[op]
+        args = [g]
+        if fields:
+            slots = (g0, g1, go)
+            for f in fields:
+                args.append(_handle(tape, slots[f], V[v:v + n], leaf_of))
+                v += n
+        for _name, f in consts:
+            args.append(float(RF[k, f]))
+        for slot, fn in zip((g0, g1), fns):
+            if slot < 0 or fn is None:
+                continue
+            gi = g if fn is True else fn(*args)
+            if not isinstance(gi, Tensor):
+                gi = _leaf(np.full(n, gi))
+            cur = acc.get(slot)
+            acc[slot] = gi if cur is None else _ops.add(cur, gi)
         return
     raw = (op, v)           # where the record's saved arrays are (_saved_operands)
     if op & BIG_FLAG:
@@ -387,6 +448,10 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
     kind = rule.kind
     if kind == 'python':
         tape.py[ax].backward_differentiable(acc, tape, leaf_of)
+        return
+    if kind == 'elementwise' and not raw[0] & BIG_FLAG:   # compile its plan, then run it
+        _elementwise_plan(op, rule)
+        _record_vjp(tape, k, R, RF, V, A, acc, leaf_of, (op, go, n, g0, g1, v, ax, x))
         return
     if kind == 'elementwise':
         env = {'grad': g}
@@ -409,7 +474,7 @@ def _record_vjp(tape, k, R, RF, V, A, acc, leaf_of):
         return
     if kind == 'sum_all':
         c = float(RF[k, 7])
-        gi = _ops.expand(_ops.reshape(g, 1), v)
+        gi = _ops.expand(g if g._data.shape == (1,) else _ops.reshape(g, 1), v)
         if c != 1.0:
             gi = _ops.mul(gi, c)
         _add(acc, g0, gi)
