@@ -30,19 +30,10 @@ functions.
 import numpy as np
 from numba import njit
 
+from compiler.lanes import LANES, fold as _fold
 
-_L = 64     # lanes of the float64 partial sums; also the row/column layout threshold
 
-
-@njit(cache=True, error_model='numpy', inline='always')
-def _fold(acc):
-    """The sum of the ``_L`` lanes as a tree of independent adds."""
-    h = _L
-    while h > 1:
-        h //= 2
-        for k in range(h):
-            acc[k] += acc[k + h]
-    return acc[0]
+_L = LANES     # lanes of the float64 partial sums; also the row/column layout threshold
 
 
 @njit(cache=True, error_model='numpy', inline='always')

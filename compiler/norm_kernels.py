@@ -35,21 +35,11 @@ functions.
 import numpy as np
 from numba import njit
 
+from compiler.lanes import LANES, fold as _fold
 
-_L = 64     # lanes of the partial sums
+
+_L = LANES     # lanes of the partial sums
 _B = 16     # blocks of _L summed in the input dtype's lanes before a float64 flush
-
-
-@njit(cache=True, error_model='numpy', inline='always')
-def _fold(acc):
-    """The sum of the ``_L`` float64 lanes as a tree (halving in place,
-    independent adds) instead of one 64-add dependency chain (~100 ns a row)."""
-    h = _L
-    while h > 1:
-        h //= 2
-        for k in range(h):
-            acc[k] += acc[k + h]
-    return acc[0]
 
 
 @njit(cache=True, error_model='numpy', inline='always')

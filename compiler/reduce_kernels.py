@@ -16,19 +16,10 @@ functions.
 import numpy as np
 from numba import njit
 
-_L = 64
+from compiler.lanes import LANES, fold as _fold
+
+_L = LANES
 _B = 64 * _L     # float32 lanes flush to float64 every _B elements
-
-
-@njit(cache=True, error_model='numpy', inline='always')
-def _fold(acc):
-    """The lanes summed as a tree of independent adds, not one 64-add chain."""
-    h = _L
-    while h > 1:
-        h //= 2
-        for k in range(h):
-            acc[k] += acc[k + h]
-    return acc[0]
 
 
 @njit(cache=True, error_model='numpy', inline='always')

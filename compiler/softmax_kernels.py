@@ -50,12 +50,11 @@ from numba.extending import intrinsic
 
 from compiler.kernels32 import _bits_as_f32
 
+from compiler.lanes import LANES, fold as _fold
+
 F32 = np.float32
 
-# Partial sums per row sum.  64, not 8-32: LLVM fully unrolls a constant inner
-# loop of up to ~32 before the loop vectorizer runs, leaving scalar code that
-# no SLP pass picks up; a loop of 64 stays a loop and vectorizes.
-LANES = 64
+# Partial sums per row sum: LANES (compiler/lanes.py says why 64).
 
 
 def _llvm_call(builder, name, args):
@@ -136,18 +135,6 @@ def _row_max(x, i, sc, safe):
     if safe and m == -np.inf:
         m = x.dtype.type(0.0)
     return m
-
-
-@njit(cache=True, error_model='numpy', inline='always')
-def _fold(acc):
-    """The sum of the LANES lanes of ``acc`` as a tree (halving in place,
-    independent adds), not one dependent chain of LANES adds."""
-    h = LANES
-    while h > 1:
-        h //= 2
-        for k in range(h):
-            acc[k] += acc[k + h]
-    return acc[0]
 
 
 # A row sum is LANES partial sums over the row's first cl = c - c % LANES
