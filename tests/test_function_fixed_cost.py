@@ -580,3 +580,31 @@ def test_set_grad_mode_is_idempotent_and_per_thread():
         th.join()
     assert not grad_off[0]
     np.testing.assert_array_equal(x.grad.numpy(), [2, 2])
+
+
+@pytest.mark.parametrize('mixed', [False, True])
+def test_a_multi_output_function_reached_through_a_later_output_is_freed(mixed):
+    """PyTorch frees a node's saved tensors when its backward runs, whichever
+    output brought the gradient: a second backward then raises."""
+    seen = []
+
+    class Two(tape.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            seen.append((g1 is None, g2 is None))
+            x, = ctx.saved_tensors
+            return g2 * 3
+
+    x = tape.ones(3, requires_grad=True)
+    y1, y2 = Two.apply(x * 1.0 if mixed else x)
+    y2.sum().backward()
+    assert seen == [(True, False)]          # the unused output's gradient stays None
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0, 3.0])
+    with pytest.raises(RuntimeError, match='second time'):
+        y2.sum().backward()
