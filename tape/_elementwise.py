@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _dtypes
 from ._ops import _binary, _broadcast_error, _const, _np_sigmoid, _record_unary, _shape_str, \
-    _unary, check_broadcast, empty_for
+    _unary, check_broadcast, empty_for, kernels_of
 from ._rules import OP
 from ._structural import record_where
 from ._tape import grad_mode, note_value_use
@@ -45,11 +45,10 @@ def _flat_kernel(kernel, x):
 def _np_erf(x):
     if type(x) is np.ndarray and x.dtype == np.float32:
         # float32 in, float32 out: no float64 copy, no cast back (compiler/kernels.py)
-        from compiler.kernels import erf_f32_array
-        return _flat_kernel(erf_f32_array, x)
+        return _flat_kernel(kernels_of('kernels').erf_f32_array, x)
     arr = np.asarray(x)
-    from compiler.kernels import erf_array
-    out = erf_array(np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)).reshape(arr.shape)
+    flat = np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)
+    out = kernels_of('kernels').erf_array(flat).reshape(arr.shape)
     out = out.astype(arr.dtype if arr.dtype.kind == 'f' else np.float64, copy=False)
     return out if isinstance(x, np.ndarray) else out[()]
 
@@ -61,11 +60,10 @@ def _np_gelu(d):
         # float32 arithmetic, 8 lanes wide, x Phi(x) through erfc in the tail
         # (compiler/activation_kernels.py): within a few ulp of the exact
         # value, where PyTorch's 1 + erf form cancels for x < 0
-        from compiler.activation_kernels import gelu32_fwd
-        return _flat_kernel(gelu32_fwd, d)
+        return _flat_kernel(kernels_of('activation_kernels').gelu32_fwd, d)
     if type(d) is np.ndarray and (d.dtype == np.float32 or d.dtype == np.float64):
-        from compiler.kernels import gelu_f32_array, gelu_f64_array
-        return _flat_kernel(gelu_f32_array if d.dtype == np.float32 else gelu_f64_array, d)
+        k = kernels_of('kernels')
+        return _flat_kernel(k.gelu_f32_array if d.dtype == np.float32 else k.gelu_f64_array, d)
     return 0.5 * d * (1.0 + _np_erf(d * (1.0 / math.sqrt(2.0))))
 
 
@@ -163,9 +161,8 @@ def _np_silu(x):
     if type(x) is np.ndarray and x.dtype == np.float32 \
             and x.flags.c_contiguous:
         # x / (1 + exp(-x)) in one float32 pass (compiler/activation_kernels.py)
-        from compiler.activation_kernels import silu32_fwd
         out = empty_for(x)
-        silu32_fwd(x.reshape(-1), out.reshape(-1))
+        kernels_of('activation_kernels').silu32_fwd(x.reshape(-1), out.reshape(-1))
         return out
     if _fast(x):
         # NumPy's exp, then one pass for x * (1 / (1 + e)): the same float operations
@@ -239,7 +236,7 @@ def leaky_relu(a, negative_slope=0.01, inplace=False):
     if _fast(d) and type(negative_slope) in (int, float):
         # one compiled pass: np.where's select branches on the sign of each element
         # (~4 ns an element on real data, 25x PyTorch's time)
-        from compiler.activation_kernels import leaky_relu_fwd
+        leaky_relu_fwd = kernels_of('activation_kernels').leaky_relu_fwd
         out = np.empty(d.shape, d.dtype)
         with np.errstate(over='ignore'):
             slope = d.dtype.type(negative_slope)
@@ -369,9 +366,9 @@ def clamp(a, min=None, max=None):  # noqa: A002  (torch's argument names)
         hi = math.inf if max is None else max
         # (not a NaN bound, which makes every element NaN, nor one that overflows d's dtype)
         if all(abs(v) <= fin or v in (math.inf, -math.inf) for v in (lo, hi)):
-            from compiler.activation_kernels import clamp_fwd
             out = np.empty(d.shape, d.dtype)
-            clamp_fwd(d.reshape(-1), d.dtype.type(lo), d.dtype.type(hi), out.reshape(-1))
+            kernels_of('activation_kernels').clamp_fwd(d.reshape(-1), d.dtype.type(lo),
+                                                       d.dtype.type(hi), out.reshape(-1))
             return _with_const('clamp', a, out, lo, hi)
     out = d
     if min is not None:
