@@ -1405,40 +1405,37 @@ _INT_TYPES = frozenset((int, np.int64, np.int32, np.intp))
 _NONE = type(None)
 
 
+_UNPLANNED = object()     # a key part that takes the general path
+
+
+def _plan_part(x):
+    """One part of a basic key in hashable form, or _UNPLANNED."""
+    t = type(x)
+    if t is slice:
+        a, b, c = x.start, x.stop, x.step
+        if (type(a) is int or a is None) and (type(b) is int or b is None) \
+                and (type(c) is int or c is None):
+            return ('s', a, b, c)
+        return _UNPLANNED
+    if t in _INT_TYPES:
+        return int(x)
+    if x is None or x is Ellipsis:
+        return x
+    return _UNPLANNED
+
+
 def _plan_key(key):
     """A hashable stand-in for a basic key made only of ints, slices of ints,
     None and Ellipsis, or None for any other key (tensors, lists, bools, ...),
     which takes the general path.  Exact type checks: True == 1 and a 0-d
-    tensor must not share an int's plan (slices are unhashable before 3.12)."""
+    tensor must not share an int's plan (slices are unhashable before 3.12).
+    A key that is not a tuple stays apart from its one-part tuple (NumPy and
+    the node names treat them alike, but the plan was made for one form)."""
     if type(key) is tuple:
-        parts = []
-        for x in key:
-            t = type(x)
-            if t is slice:
-                a, b, c = x.start, x.stop, x.step
-                if not ((type(a) is int or a is None) and (type(b) is int or b is None)
-                        and (type(c) is int or c is None)):
-                    return None
-                parts.append((a, b, c))
-            elif t in _INT_TYPES:
-                parts.append(int(x))
-            elif x is None or x is Ellipsis:
-                parts.append(x)
-            else:
-                return None
-        return tuple(parts)
-    t = type(key)
-    if t is slice:
-        a, b, c = key.start, key.stop, key.step
-        if not ((type(a) is int or a is None) and (type(b) is int or b is None)
-                and (type(c) is int or c is None)):
-            return None
-        return ('s', a, b, c)
-    if t in _INT_TYPES:
-        return ('i', int(key))
-    if key is None or key is Ellipsis:
-        return ('n', key)
-    return None
+        parts = tuple(map(_plan_part, key))
+        return None if _UNPLANNED in parts else parts
+    part = _plan_part(key)
+    return None if part is _UNPLANNED else ('k', part)
 
 
 class _Plan:
