@@ -542,7 +542,56 @@ def run_scalar(root, retain_graph, seed=None):
 
 
 _SAVE_NAMES = ('a', 'b', 'out')
-_lone_vjp = {}      # rule name -> its chunk kernel (compiler/_chunk_generated.py)
+_lone_rules = {}    # op -> (chunk kernel, input 0 has a VJP, input 1 has one, saves), or None
+
+
+def _lone_rule(op):
+    """What ``_run_lone`` needs of rule ``op``, worked out once per op: its
+    chunk kernel (compiler/_chunk_generated.py), which inputs have a VJP, and
+    which of a, b, out it saves (in that order on the tape); None where it
+    has no chunk kernel."""
+    info = None
+    if op & BIG_FLAG:       # (a big record's result is not in a small slot)
+        _lone_rules[op] = info
+        return info
+    rule = RULES[op]
+    if rule.kind == 'elementwise':
+        from compiler import _chunk_generated
+        kern = getattr(_chunk_generated, 'vjp_' + rule.name, None)
+        if kern is not None:
+            vj = rule.vjps
+            info = (kern, len(vj) > 0 and vj[0] is not None, len(vj) > 1 and vj[1] is not None,
+                    tuple(name for name in _SAVE_NAMES if name in rule.saves))
+    _lone_rules[op] = info
+    return info
+
+
+def _lone_target(tape, slot, n):
+    """(leaf, the array its gradient goes into, fresh) for the input in
+    ``slot``: a leaf of n elements without hooks or views; fresh (None grad)
+    means the kernel writes a new array, no zeroing.  None where the general
+    path must run."""
+    for t, ls in tape.leaves:
+        if ls == slot:
+            break
+    else:
+        return None
+    if not t._rg or t._extra is not None:
+        return None
+    d = t._data
+    if type(d) is not np.ndarray or d.size != n:
+        return None
+    cur = t._grad
+    if cur is None:
+        return t, np.empty(n, d.dtype), True
+    cd = cur._data
+    if type(cd) is not np.ndarray or cd.dtype != d.dtype or cd.size != n \
+            or not cd.flags.c_contiguous or not cd.flags.writeable:
+        return None
+    return t, cd.reshape(-1), False
+
+
+_NO_TARGET = (None, np.empty(0), False)
 
 
 def _run_lone(tape, root, retain_graph, seed):
@@ -557,70 +606,59 @@ def _run_lone(tape, root, retain_graph, seed):
     if tape.dead is not None or tape.dead_upto or tape.nonfloat_saved \
             or (tape.epoch != inplace_epoch[0] and tape.may_be_stale()):
         return False
-    op, go, n, g0, g1, v, ax, x = tape.record(0)
-    rule = RULES[op]
-    if rule.kind != 'elementwise' or go != root._goff or (g0 == g1 and g0 >= 0):
+    op, go, n, g0, g1, v, ax, x = _UNPACK_REC(tape.rec)
+    try:
+        info = _lone_rules[op]
+    except KeyError:
+        info = _lone_rule(op)
+    if info is None or go != root._goff or (g0 == g1 and g0 >= 0):
         return False
-    kern = _lone_vjp.get(rule.name)
-    if kern is None:
-        from compiler import _chunk_generated
-        kern = getattr(_chunk_generated, 'vjp_' + rule.name, None)
-        if kern is None:
-            return False
-        _lone_vjp[rule.name] = kern
-    od = root._data
-    dtype = od.dtype
+    kern, has0, has1, saves = info
+    dtype = root._data.dtype
     if seed is None:
         if n != 1:
             return False
         g = np.ones(1, dtype)
     else:
-        g = np.ascontiguousarray(seed, dtype).reshape(-1)
+        if type(seed) is np.ndarray and seed.dtype is dtype and seed.flags.c_contiguous:
+            g = seed.reshape(-1)
+        else:
+            g = np.ascontiguousarray(seed, dtype).reshape(-1)
         if g.size != n:
             return False
-    # each input: a leaf of n elements without hooks or views, and the array
-    # its gradient goes into (fresh: the kernel writes it, no zeroing)
-    targets = []
-    for pos, slot in enumerate((g0, g1)):
-        if slot < 0 or pos >= len(rule.vjps) or rule.vjps[pos] is None:
-            targets.append((None, _EMPTY, False))
-            continue
-        leaf = None
-        for t, ls in tape.leaves:
-            if ls == slot:
-                leaf = t
-                break
-        if leaf is None or not leaf._rg or leaf._extra is not None:
+    first = _NO_TARGET
+    if g0 >= 0 and has0:
+        first = _lone_target(tape, g0, n)
+        if first is None:
             return False
-        d = leaf._data
-        if type(d) is not np.ndarray or d.size != n:
+    second = _NO_TARGET
+    if g1 >= 0 and has1:
+        second = _lone_target(tape, g1, n)
+        if second is None:
             return False
-        cur = leaf._grad
-        if cur is None:
-            targets.append((leaf, np.empty(n, d.dtype), True))
-            continue
-        cd = cur._data
-        if type(cd) is not np.ndarray or cd.dtype != d.dtype or cd.size != n \
-                or not cd.flags.c_contiguous or not cd.flags.writeable:
-            return False
-        targets.append((leaf, cd.reshape(-1), False))
-    saved = {}
+    a = b = out = _EMPTY
     k = 0
-    for name in _SAVE_NAMES:
-        if name in rule.saves:
-            arr = tape.saved[k]
-            k += 1
-            if type(arr) is not np.ndarray or arr.size != n:
-                return False
-            saved[name] = arr.reshape(-1)
+    for name in saves:
+        arr = tape.saved[k]
+        k += 1
+        if type(arr) is not np.ndarray or arr.size != n:
+            return False
+        if name == 'out':
+            out = arr.reshape(-1)
+        elif name == 'a':
+            a = arr.reshape(-1)
+        else:
+            b = arr.reshape(-1)
     d, c = _AS_FLOATS(_AS_INTS(ax, x))      # (the fields' float64 bits)
-    (l0, t0, f0), (l1, t1, f1) = targets
-    kern(g, saved.get('a', _EMPTY), saved.get('b', _EMPTY), saved.get('out', _EMPTY),
-         c, d, t0, t1, f0, f1)
-    for leaf, t, fresh in targets:
-        if fresh:
-            shape = leaf._data.shape
-            leaf._grad = _leaf(t if len(shape) == 1 else t.reshape(shape))
+    l0, t0, f0 = first
+    l1, t1, f1 = second
+    kern(g, a, b, out, c, d, t0, t1, f0, f1)
+    if f0:
+        shape = l0._data.shape
+        l0._grad = _leaf(t0 if len(shape) == 1 else t0.reshape(shape))
+    if f1:
+        shape = l1._data.shape
+        l1._grad = _leaf(t1 if len(shape) == 1 else t1.reshape(shape))
     if not retain_graph:
         release(tape, None, None)
     return True
@@ -628,6 +666,7 @@ def _run_lone(tape, root, retain_graph, seed):
 
 _EMPTY = np.empty(0)
 _AS_INTS = struct.Struct('2q').pack
+_UNPACK_REC = struct.Struct(f'{REC}q').unpack_from     # a tape's first record
 _AS_FLOATS = struct.Struct('2d').unpack
 
 
