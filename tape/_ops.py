@@ -712,6 +712,56 @@ def _binary(name, scalar_name, rscalar_name, npf):
                     t._rec = tape.n
                     tape.n += 1
                     return t
+                if n >= BIG and ad.shape == bd.shape:
+                    # the same lane for a big record of two operands of one
+                    # shape (_record_binary's checks and helpers, inline)
+                    try:
+                        out = npf(ad, bd) if ad.nbytes < POOL_FROM else _pooled(uf, npf, ad, bd)
+                    except ValueError:
+                        raise _broadcast_error(name, a, b) from None
+                    if ta is tape:
+                        g0 = a._goff
+                    elif not a._rg:
+                        g0 = -1
+                    elif a._rec == tape.serial:
+                        g0 = a._goff
+                    else:
+                        g0 = tape.leaf_slot(a)
+                    if tbb is tape:
+                        g1 = b._goff
+                    elif not b._rg:
+                        g1 = -1
+                    elif b._rec == tape.serial:
+                        g1 = b._goff
+                    else:
+                        g1 = tape.leaf_slot(b)
+                    saved = {}
+                    if b_saves:
+                        if b_saves & 1:
+                            saved['a'] = ad
+                            if ta is None and (g1 >= 0 or not a_for_b):
+                                tape.save_box(a)
+                        if b_saves & 2:
+                            saved['b'] = bd
+                            if tbb is None and (g0 >= 0 or not b_for_a):
+                                tape.save_box(b)
+                        if b_saves & 4:
+                            saved['out'] = out
+                    shape = out.shape
+                    dt = out.dtype
+                    big = tape.big
+                    big.append(BigRecord.of(saved, shape, dt, [shape, shape], [dt, dt]))
+                    slot = tape.bpos
+                    tape.bpos = slot + n
+                    tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, g1, len(big) - 1, 0, 0)
+                    t = _TNEW(Tensor)
+                    t._data = out
+                    t._rg = True
+                    t._tape = tape
+                    t._goff = slot
+                    t._rec = tape.n
+                    tape.n += 1
+                    return t
             na = ad.size
             nb = bd.size
             try:
@@ -903,6 +953,28 @@ def _unary(name, npf):
                 t._rec = tape.n
                 tape.n += 1
                 return t
+            # a big record: the saved arrays go in its BigRecord (a is a
+            # result on this tape, so it needs no version box)
+            out = npf(ad) if uf is None else _pooled(uf, npf, ad)
+            saved = {}
+            if saves & 1:
+                saved['a'] = ad
+            if saves & 4:
+                saved['out'] = out
+            dt = out.dtype
+            big = tape.big
+            big.append(BigRecord.of(saved, out.shape, dt, [ad.shape], [dt]))
+            slot = tape.bpos
+            tape.bpos = slot + n
+            tape.rec += _PACK(op | BIG_FLAG, slot, n, a._goff, -1, len(big) - 1, 0, 0)
+            t = _TNEW(Tensor)
+            t._data = out
+            t._rg = True
+            t._tape = tape
+            t._goff = slot
+            t._rec = tape.n
+            tape.n += 1
+            return t
         try:
             out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
         except TypeError:
