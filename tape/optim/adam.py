@@ -3,8 +3,8 @@ import numpy as np
 
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .optimizer import (Optimizer, _check_adam_args, _commit, _lerp_, _next_step, _scalar, _step_state,
-                        _writable, _zeros_state)
+from .optimizer import (Optimizer, _check_adam_args, _commit, _fused_kernels, _lerp_,
+                        _next_step, _scalar, _step_state, _writable, _zeros_state)
 
 __all__ = ['Adam', 'AdamW']
 
@@ -56,6 +56,7 @@ class Adam(Optimizer):
                 beta1, beta2 = group['betas']
                 eps, wd, amsgrad = group['eps'], group['weight_decay'], group['amsgrad']
                 decoupled = group['decoupled_weight_decay']
+                scalars = {}
                 for p, g in self._grads(group):
                     d = _writable(p)
                     state = self.state[p]
@@ -72,6 +73,24 @@ class Adam(Optimizer):
                         else:
                             g = g + wd * d
                     m, v = state['exp_avg']._data, state['exp_avg_sq']._data
+                    kern = None if amsgrad else _fused_kernels(d, g, m, v)
+                    if kern is not None:
+                        # the steps below in one pass (compiler/optim_kernels.py),
+                        # the scalars in d's dtype as NumPy rounds them (one
+                        # array of them per step count and dtype)
+                        w = 1 - beta1
+                        low = abs(w) < 0.5
+                        key = (step, d.dtype)
+                        sc = scalars.get(key)
+                        if sc is None:
+                            sc = scalars[key] = np.array(
+                                [w if low else 1 - w, beta2, 1 - beta2,
+                                 (1 - beta2 ** step) ** 0.5, eps, -(lr / (1 - beta1 ** step))],
+                                d.dtype)
+                        kern.adam_update(d.reshape(-1), g.reshape(-1), m.reshape(-1),
+                                         v.reshape(-1), sc, low)
+                        _commit(p, d)
+                        continue
                     tmp = np.empty_like(d)
                     _lerp_(m, g, 1 - beta1, tmp)
                     v *= beta2

@@ -318,6 +318,30 @@ def _commit(p, d):
             p.copy_(_leaf(d))
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_kernels = None
+
+
+def _fused_kernels(*arrays):
+    """compiler/optim_kernels.py when ``arrays`` (a parameter, its gradient and
+    its state) are flat-able C-contiguous arrays of one float dtype and size,
+    so its one-pass updates apply; else None (the NumPy steps run)."""
+    global _kernels
+    d = arrays[0]
+    dt = d.dtype
+    if dt not in _FLOATS:
+        return None
+    n = d.size
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != dt or a.size != n \
+                or not a.flags.c_contiguous:
+            return None
+    if _kernels is None:
+        from compiler import optim_kernels
+        _kernels = optim_kernels
+    return _kernels
+
+
 def _lerp_(a, b, w, tmp):
     """``a.lerp_(b, w)`` with PyTorch's CPU formula (it switches form at w = 0.5)."""
     np.subtract(b, a, out=tmp)

@@ -4,7 +4,7 @@ import numpy as np
 
 from .._grad_mode import no_grad
 from .._tensor import Tensor, _leaf
-from .optimizer import Optimizer, _commit, _scalar, _writable
+from .optimizer import Optimizer, _commit, _fused_kernels, _scalar, _writable
 
 __all__ = ['SGD']
 
@@ -72,6 +72,10 @@ class SGD(Optimizer):
                             b *= momentum
                             b += (1 - dampening) * g
                         g = g + momentum * b if nesterov else b
-                    d -= lr * g
+                    kern = _fused_kernels(d, g)
+                    if kern is not None:
+                        kern.sgd_update(d.reshape(-1), g.reshape(-1), d.dtype.type(lr))
+                    else:
+                        d -= lr * g
                     _commit(p, d)
         return loss
