@@ -58,3 +58,27 @@ def sgd_update(d, g, lr):
     """d -= lr * g (the product rounded, then the difference: NumPy's two steps)."""
     for i in range(d.shape[0]):
         d[i] = d[i] - lr * g[i]
+
+
+@njit(cache=True, error_model='numpy')
+def sgd_momentum_update(d, g, b, sc, nesterov):
+    """SGD with momentum in place, as tape/optim/sgd.py's NumPy steps, with
+    ``sc`` = (momentum, 1 - dampening, lr) in d's dtype:
+
+        b = b * momentum + (1 - dampening) * g
+        d = d - lr * (g + momentum * b if nesterov else b)
+    """
+    momentum = sc[0]
+    keep = sc[1]
+    lr = sc[2]
+    if nesterov:
+        for i in range(d.shape[0]):
+            gi = g[i]
+            bi = b[i] * momentum + keep * gi
+            b[i] = bi
+            d[i] = d[i] - lr * (gi + momentum * bi)
+    else:
+        for i in range(d.shape[0]):
+            bi = b[i] * momentum + keep * g[i]
+            b[i] = bi
+            d[i] = d[i] - lr * bi

@@ -66,7 +66,9 @@ def test_sgd_fused_matches_numpy_steps_bitwise(dtype, monkeypatch):
     rng = np.random.default_rng(2)
     steps = [[rng.standard_normal(v.shape).astype(dtype) for v in values] for _ in range(3)]
     for make in (lambda ps: tape.optim.SGD(ps, lr=0.01),
-                 lambda ps: tape.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-3)):
+                 lambda ps: tape.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-3),
+                 lambda ps: tape.optim.SGD(ps, lr=0.1, momentum=0.8, dampening=0.3),
+                 lambda ps: tape.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True)):
         a, _ = _run(make, values, steps, True, monkeypatch, sgd_mod)
         b, _ = _run(make, values, steps, False, monkeypatch, sgd_mod)
         for x, y in zip(a, b):
@@ -93,6 +95,8 @@ def test_fused_update_skips_non_contiguous_gradients(monkeypatch):
     ('Adam', dict(lr=1e-2, betas=(0.3, 0.8), weight_decay=0.1)),
     ('AdamW', dict(lr=1e-2, weight_decay=0.5)),
     ('SGD', dict(lr=0.05)),
+    ('SGD', dict(lr=0.05, momentum=0.9)),
+    ('SGD', dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
 ])
 def test_fused_updates_against_torch(opt_name, kwargs):
     torch = pytest.importorskip('torch')

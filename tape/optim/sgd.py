@@ -57,6 +57,7 @@ class SGD(Optimizer):
                 lr = _scalar(group['lr'])
                 wd, momentum = group['weight_decay'], group['momentum']
                 dampening, nesterov = group['dampening'], group['nesterov']
+                scalars = {}
                 for p, g in self._grads(group):
                     d = _writable(p)
                     if wd != 0:
@@ -69,6 +70,20 @@ class SGD(Optimizer):
                             b = buf._data
                         else:
                             b = buf._data
+                            kern = _fused_kernels(d, g, b)
+                            if kern is not None:
+                                # the steps below and the update in one pass
+                                # (compiler/optim_kernels.py), the scalars
+                                # rounded to d's dtype as NumPy rounds them
+                                key = d.dtype
+                                sc = scalars.get(key)
+                                if sc is None:
+                                    sc = scalars[key] = np.array(
+                                        [momentum, 1 - dampening, lr], d.dtype)
+                                kern.sgd_momentum_update(d.reshape(-1), g.reshape(-1),
+                                                         b.reshape(-1), sc, nesterov)
+                                _commit(p, d)
+                                continue
                             b *= momentum
                             b += (1 - dampening) * g
                         g = g + momentum * b if nesterov else b
