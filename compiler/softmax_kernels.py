@@ -9,7 +9,8 @@ rows:
 
     float32 forward:  ``softmax32`` / ``log_softmax32``, one call, each row
                passed over while it is in cache: its maximum, the exps
-               (``exp32`` below) and their sum, the normalization;
+               (``_exp_nonpos32`` below: exp32 for arguments <= 0, as
+               x - max is) and their sum, the normalization;
     float64 forward:  ``shift`` (e = x * scale - row max), NumPy's exp in place
                (vectorized; a Numba loop calls libm per element, several times
                slower), then ``normalize`` (softmax: e / sum e) or
@@ -120,6 +121,32 @@ def exp32(x):
     k1 = ki >> 1
     k2 = ki - k1
     return p * _bits_as_f32((k1 + 127) << 23) * _bits_as_f32((k2 + 127) << 23)
+
+
+_EXP_BIAS = np.int32(191 << 23)   # the exponent field of 2**64 less (k << 23)'s
+_TWO_M64 = F32(2.0 ** -64)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def _exp_nonpos32(x):
+    """``exp32(x)`` bit for bit for x <= 0 (or NaN), in 19 vector instructions
+    instead of 30: what softmax exponentiates (x - row max), and a
+    log_softmax output.  No upper clamp; 2**k (k in [-150, 0]) as 2**(k + 64),
+    a normal number, times 2**-64: the first product is exact, the second
+    rounds once, as exp32's two halves do.  2**(k + 64)'s bits are kb's shifted
+    up 23 plus a constant (the 1.5 * 2**23 in kb's bits shifts out)."""
+    xc = F32(-104.0) if x < F32(-104.0) else x
+    kb = _fma(xc, F32(1.44269504088896341), _ROUND)
+    k = kb - _ROUND
+    r = _fma(k, F32(-0.693359375), xc)
+    r = _fma(k, F32(2.12194440e-4), r)
+    p = _fma(F32(1.9875691500E-4), r, F32(1.3981999507E-3))
+    p = _fma(p, r, F32(8.3334519073E-3))
+    p = _fma(p, r, F32(4.1665795894E-2))
+    p = _fma(p, r, F32(1.6666665459E-1))
+    p = _fma(p, r, F32(5.0000001201E-1))
+    p = _fma(p, r * r, r) + F32(1.0)
+    return p * _bits_as_f32((_f32_bits(kb) << 23) + _EXP_BIAS) * _TWO_M64
 
 
 # The row helpers index the 2-D arrays (x[i, j]) and are inlined into their
@@ -259,49 +286,49 @@ def log_normalize(z, ez):
 
 
 @njit(cache=True, error_model='numpy', inline='always')
-def _exp_row32(x, e, i, sc, m):
-    for j in range(x.shape[1]):             # (<= 0 or NaN; -inf gives 0)
-        e[i, j] = exp32(x[i, j] * sc - m)
+def _row_sum(e, i, acc, cl):
+    """The float64 sum of row ``e[i]`` (``_lanes_sum`` then ``_tail_sum``)."""
+    s = _tail_sum(e, e, i, cl, False)
+    if cl:
+        s += _lanes_sum(e, e, i, acc, cl, False)
+    return s
 
 
 @njit(cache=True, error_model='numpy')
 def softmax32(x, e, sc, safe):
-    """e = softmax(x * sc) of float32 rows (e may be x): ``shift``, the exp and
-    ``normalize`` in one call, each row still in cache for the next pass."""
+    """e = softmax(x * sc) of float32 rows (e may be x, though LLVM's overlap
+    check then runs the exp loop scalar): per row, while it is in cache, its
+    maximum, the exps (one straight loop, vectorized), their float64 sum and the
+    scaling by its reciprocal.  Summing inside the exp loop measured slower."""
     n, c = x.shape
     cl = c - c % LANES
     sc = F32(sc)
     acc = np.empty(LANES)
-    if cl:
-        for i in range(n):
-            _exp_row32(x, e, i, sc, _row_max(x, i, sc, safe))
-            _scale_row(e, i, _lanes_sum(e, e, i, acc, cl, False)
-                       + _tail_sum(e, e, i, cl, False), safe)
-    else:
-        for i in range(n):
-            _exp_row32(x, e, i, sc, _row_max(x, i, sc, safe))
-            _scale_row(e, i, _tail_sum(e, e, i, 0, False), safe)
+    for i in range(n):
+        m = _row_max(x, i, sc, safe)
+        for j in range(c):                      # (<= 0 or NaN; -inf gives 0)
+            e[i, j] = _exp_nonpos32(x[i, j] * sc - m)
+        _scale_row(e, i, _row_sum(e, i, acc, cl), safe)
 
 
 @njit(cache=True, error_model='numpy')
-def log_softmax32(x, z, ez):
-    """z = log_softmax(x) of float32 rows (z may be x); ``ez`` a float32 scratch
-    array (1, c), for one row's exps."""
+def log_softmax32(x, z):
+    """z = log_softmax(x) of float32 rows (z not x), as PyTorch's kernel: per
+    row its maximum m, the sum s of exp(x - m) (the exps in a one-row scratch
+    array, in cache), then z = (x - m) - log(s) in that order (PyTorch's note:
+    x - m first keeps the small differences of large inputs)."""
     n, c = x.shape
     cl = c - c % LANES
     one = F32(1.0)
     acc = np.empty(LANES)
+    ez = np.empty((1, c), np.float32)
     for i in range(n):
         m = _row_max(x, i, one, False)
         for j in range(c):
-            t = x[i, j] - m
-            z[i, j] = t
-            ez[0, j] = exp32(t)
-        if cl:
-            s = _lanes_sum(ez, ez, 0, acc, cl, False) + _tail_sum(ez, ez, 0, cl, False)
-        else:
-            s = _tail_sum(ez, ez, 0, 0, False)
-        _log_normalize_row(z, i, s)
+            ez[0, j] = _exp_nonpos32(x[i, j] - m)
+        ls = F32(np.log(_row_sum(ez, 0, acc, cl)))
+        for j in range(c):
+            z[i, j] = (x[i, j] - m) - ls
 
 
 @njit(cache=True, error_model='numpy', inline='always')
@@ -332,7 +359,7 @@ def _log_softmax_backward_row(y, g, gx, i, s, exp_y):
     s = g.dtype.type(s)
     for j in range(g.shape[1]):
         if exp_y:
-            gx[i, j] = g[i, j] - exp32(y[i, j]) * s
+            gx[i, j] = g[i, j] - _exp_nonpos32(y[i, j]) * s
         else:
             gx[i, j] = g[i, j] - gx[i, j] * s
 
@@ -355,7 +382,8 @@ def log_softmax_backward(g, gx):
 
 @njit(cache=True, error_model='numpy')
 def log_softmax_backward32(y, g, gx):
-    """gx = g - exp(y) * sum(g) of float32 rows (gx may be g or y)."""
+    """gx = g - exp(y) * sum(g) of float32 rows (gx may be g or y), y a
+    log_softmax (<= 0 or NaN: ``_exp_nonpos32``)."""
     n, c = g.shape
     cl = c - c % LANES
     acc = np.empty(LANES)
