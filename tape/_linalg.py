@@ -17,10 +17,13 @@ import math
 import numpy as np
 
 from . import _ops
-from ._ops import _shape_str
+from ._ops import _record_struct, _shape_str
 from ._reductions import _flat_index, take_as
+from ._rules import OP
 from ._structural import record_bmm
-from ._tensor import Tensor
+from ._tape import grad_mode
+from ._tensor import Tensor, _leaf
+from ._views import as_view
 
 
 def _t(x, like=None):
@@ -60,8 +63,21 @@ def _mismatch(a_shape, b_shape):
                         f'{_shape_str(a_shape)} and {_shape_str(b_shape)}')
 
 
+_MATMUL_PLANS = {}      # (shape of a, shape of b) -> batched plan (see _batched_plan)
+_OP_RESHAPE = OP['reshape']
+
+
 def matmul(a, b):
     """``a @ b`` with PyTorch's rules for every rank (errors name both shapes)."""
+    # the fast lane: Tensors of ndarrays of one dtype, a batched product of
+    # shapes seen before (their checks and the batch shape are remembered)
+    if type(a) is Tensor and type(b) is Tensor:
+        ad = a._data
+        bd = b._data
+        if type(ad) is np.ndarray and type(bd) is np.ndarray and ad.dtype is bd.dtype:
+            plan = _MATMUL_PLANS.get((ad.shape, bd.shape))
+            if plan is not None:
+                return _batched(a, b, *plan)
     a0, b0 = a, b
     a = _t(a)
     b = _t(b, a)
@@ -98,20 +114,61 @@ def matmul(a, b):
         if nb == 1:
             return _ops.reshape(_ops.mm(a2, _ops.reshape(b, sb[0], 1)), sa[:-1])
         return _ops.reshape(_ops.mm(a2, b), sa[:-1] + (sb[-1],))
-    squeeze_m = na == 1
-    if na == 1:
-        a = _ops.reshape(a, 1, sa[0])
+    plan = _batched_plan(sa, sb, batch)
+    if type(a._data) is np.ndarray and type(b._data) is np.ndarray:
+        if len(_MATMUL_PLANS) > 4096:
+            _MATMUL_PLANS.clear()
+        _MATMUL_PLANS[(sa, sb)] = plan
+    return _batched(a, b, *plan)
+
+
+def _batched_plan(sa, sb, batch):
+    """How ``a @ b`` of checked shapes ``sa`` and ``sb`` (b at least 3-D) runs as
+    one bmm: (a vector a's row shape or None, expanded shape of a or None, of
+    b or None, a's bmm shape, b's bmm shape, the result's shape)."""
+    squeeze_m = len(sa) == 1
+    if squeeze_m:                   # a vector: a row first, as (1, k)
         sa = (1, sa[0])
     m, k = sa[-2], sa[-1]
     n = sb[-1]
     nbatch = int(math.prod(batch))
-    if sa[:-2] != batch:
-        a = _ops.expand(a, batch + (m, k))
-    if sb[:-2] != batch:
-        b = _ops.expand(b, batch + (k, n))
-    out = bmm(_ops.reshape(a, nbatch, m, k), _ops.reshape(b, nbatch, k, n))
+    ea = batch + (m, k) if sa[:-2] != batch else None
+    eb = batch + (k, n) if sb[:-2] != batch else None
     shape = batch + ((n,) if squeeze_m else (m, n))
-    return _ops.reshape(out, shape)
+    return (sa if squeeze_m else None, ea, eb, (nbatch, m, k), (nbatch, k, n), shape)
+
+
+def _batched(a, b, row, ea, eb, sa3, sb3, shape):
+    """``a @ b`` by a plan of _batched_plan: the same records as ``reshape(bmm(
+    reshape(expand(a)), reshape(expand(b))), shape)`` (a vector ``a`` reshaped
+    to a ``row`` first), with the reshapes of contiguous operands made here
+    without the op's argument handling."""
+    if row is not None:
+        a = _reshape_to(a, row)
+    if ea is not None:
+        a = _ops.expand(a, ea)
+    if eb is not None:
+        b = _ops.expand(b, eb)
+    a = _reshape_to(a, sa3)
+    b = _reshape_to(b, sb3)
+    return _reshape_to(record_bmm(a, b, np.matmul(a._data, b._data)), shape)
+
+
+def _reshape_to(t, shape):
+    """``_ops.reshape(t, shape)`` for a valid ``shape`` (a tuple of ints)."""
+    d = t._data
+    if type(d) is not np.ndarray or not d.flags.c_contiguous:
+        return _ops.reshape(t, shape)
+    out = d.reshape(shape)
+    if t._rg and grad_mode.enabled:
+        res = _record_struct(_OP_RESHAPE, t, out)
+    else:
+        res = _leaf(out)
+    return as_view(res, t, _reshaper(shape))
+
+
+def _reshaper(shape):
+    return lambda m: m.reshape(shape)
 
 
 def dot(a, b):

@@ -312,6 +312,45 @@ def _var_args(dim, unbiased, correction, ndim, opname):
     return dims, float(correction)
 
 
+_VAR_CACHE = {}     # (shape, dim, its types, unbiased, correction) -> see _var_plan
+
+
+def _var_plan(d, dim, unbiased, correction):
+    """(dims, correction, count, kept shape, attrs) of a var of ``d`` over ``dim``:
+    they depend only on the shape and the arguments, and cached they save ~2 us
+    of Python a call.  Keyed with the types of the dims, so that a float (1.0 ==
+    1) still reaches _dims' TypeError."""
+    td = type(dim)
+    if td is int:
+        key = (d.shape, dim, unbiased, correction)
+    elif td is tuple:
+        key = (d.shape, dim, *map(type, dim), unbiased, correction)
+    else:
+        key = None
+    hit = _VAR_CACHE.get(key) if key is not None else None
+    if hit is None:
+        dims, corr = _var_args(dim, unbiased, correction, d.ndim, 'var')
+        count = d.size if dims is None else int(math.prod([d.shape[k] for k in dims]))
+        if dims is not None and d.ndim:
+            kept = tuple(1 if i in dims else sz for i, sz in enumerate(d.shape))
+            attrs = _ops._broadcast_attrs(d.shape, kept)
+        else:
+            kept = attrs = None
+        hit = (dims, corr, count, kept, attrs)
+        if key is not None and type(unbiased) in (type(None), bool) and \
+                type(correction) in (type(None), int, float):
+            if len(_VAR_CACHE) > 4096:
+                _VAR_CACHE.clear()
+            _VAR_CACHE[key] = hit
+    return hit
+
+
+_OP_MEAN_DIM = OP['mean_dim']
+_OP_SUM_DIM = OP['sum_dim']
+_OP_SUB = OP['sub']
+_OP_VAR_SCALE = OP['var_scale']
+
+
 def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance with PyTorch's ``correction`` (1 by default: Bessel's)."""
     a = _t(a)
@@ -319,8 +358,7 @@ def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if d.dtype.kind not in 'fc':
         raise RuntimeError(f'var: std and var only support floating point and complex dtypes '
                            f'(got {d.dtype} of shape {tuple(d.shape)})')
-    dims, corr = _var_args(dim, unbiased, correction, d.ndim, 'var')
-    count = d.size if dims is None else int(math.prod([d.shape[k] for k in dims]))
+    dims, corr, count, kept, attrs = _var_plan(d, dim, unbiased, correction)
     denom = count - corr if count - corr > 0 else 0.0
     if not (a._rg and grad_mode.enabled):
         with np.errstate(all='ignore'):
@@ -328,6 +366,8 @@ def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
             s = np.sum((d - mu) ** 2, axis=dims, keepdims=keepdim)
             return _leaf(np.asarray(s / denom, dtype=d.dtype)[()] if np.ndim(s) == 0
                          else (s / denom).astype(d.dtype))
+    if attrs is not None and count and denom and d.size < BIG and d.dtype.kind == 'f':
+        return _var_recorded(a, d, dims, keepdim, count, kept, attrs, denom)
     mu = _ops.mean(a, dims, True) if dims is not None else _ops.mean(a)
     diff = _ops.sub(a, mu)
     s = _ops.sum_(_ops.mul(diff, diff), dims, keepdim) if dims is not None else \
@@ -337,6 +377,28 @@ def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
         scale = 1.0 / denom if denom else float('inf')
     # d: the divisor itself, which the forward divides by (1/(1/d) is not d)
     return _record_unary(OP['var_scale'], s, out if out.ndim else out[()], scale, float(denom))
+
+
+def _var_recorded(a, d, dims, keepdim, count, kept, attrs, denom):
+    """var over ``dims`` of a small, non-empty float ``a`` that requires grad: the
+    records and values of ``sum_(mul(diff, diff)) / denom`` with ``diff = a -
+    mean(a, dims, True)`` (what the general path builds through the ops), made
+    here directly: the NumPy calls the ops make, without their dispatch."""
+    mu = _ops._np_mean(d, dims, True)
+    mt = _record_struct(_OP_MEAN_DIM, a, mu, x=d.size, attrs=attrs, scale=1.0 / count,
+                        big_attrs=kept)
+    diff = d - mu
+    dt = _ops._record_binary(_OP_SUB, a, mt, diff)
+    sq = diff * diff
+    st = _ops._record_binary(_OP_MUL, dt, dt, sq)
+    s = _ops._np_sum(sq, dims, keepdim)
+    ss = _record_struct(_OP_SUM_DIM, st, s, x=d.size, attrs=attrs, scale=1.0, big_attrs=kept)
+    out = s / denom
+    if out.dtype != d.dtype:
+        out = out.astype(d.dtype)
+    # d: the divisor itself, which the forward divides by (1/(1/d) is not d)
+    return _record_unary(_OP_VAR_SCALE, ss, out if out.ndim else out[()], 1.0 / denom,
+                         float(denom))
 
 
 def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None):

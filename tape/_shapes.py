@@ -259,6 +259,41 @@ def unbind(a, dim=0):
 
 
 # ---------------------------------------------------------------- cat, stack
+_CAT_SIGS = {}      # (dim, input shapes) -> (dim, out shape, inner, widths), checked
+
+
+def _cat_sig(dim, shapes):
+    """(dim, out shape, inner, widths) of a cat of ``shapes`` along ``dim``, or
+    None when the slow path must run (its checks, errors and legacy rules).
+    Keyed by the shapes and dim: a model joins the same shapes every step, and
+    the Python over the dims cost more than the copy for small tensors."""
+    key = (dim, shapes)
+    hit = _CAT_SIGS.get(key)
+    if hit is None:
+        ref = shapes[0]
+        nd = len(ref)
+        if nd == 0 or not -nd <= dim < nd:
+            return None
+        d = dim + nd if dim < 0 else dim
+        total = 0
+        for s in shapes:
+            if len(s) != nd or s == (0,):
+                return None
+            for k in range(nd):
+                if k != d and s[k] != ref[k]:
+                    return None
+            total += s[d]
+        inner = 1
+        for s in ref[d + 1:]:
+            inner *= s
+        hit = (d, ref[:d] + (total,) + ref[d + 1:], inner,
+               tuple(s[d] * inner for s in shapes))
+        if len(_CAT_SIGS) > 4096:
+            _CAT_SIGS.clear()
+        _CAT_SIGS[key] = hit
+    return hit
+
+
 def cat(tensors, dim=0):
     """Join tensors along ``dim``; each input gets its slice of the gradient back.
 
@@ -266,6 +301,38 @@ def cat(tensors, dim=0):
     >>> tape.cat([tape.zeros(1, 2), tape.ones(2, 2)]).shape
     tape.Size([3, 2])
     """
+    # the fast lane: Tensors of ndarrays of one dtype, shapes seen before
+    tl = type(tensors)
+    if (tl is list or tl is tuple) and type(dim) is int and tensors:
+        arrays = []
+        rg = False
+        dt = None
+        for x in tensors:
+            if type(x) is not Tensor:
+                break
+            d = x._data
+            if type(d) is not np.ndarray or (dt is not None and d.dtype is not dt):
+                break
+            dt = d.dtype
+            arrays.append(d)
+            rg = rg or x._rg
+        else:
+            sig = _cat_sig(dim, tuple([d.shape for d in arrays]))
+            if sig is not None:
+                k, shape, inner, widths = sig
+                out = _concatenate_same(arrays, k, dt, shape)
+                if not (rg and grad_mode.enabled):
+                    return _leaf(out)
+                if len(arrays) == 2:
+                    a, b = tensors
+                    return _record_struct(_CAT, a, out, x=widths[1] | 2 << _COUNT_SHIFT,
+                                          ax=widths[0], b=b)
+                return _join_tree(_CAT, tensors, [x.shape for x in arrays], k, inner, out, 0,
+                                  len(arrays), True)[0]
+    return _cat_slow(tensors, dim)
+
+
+def _cat_slow(tensors, dim):
     if isinstance(tensors, Tensor):
         raise TypeError("cat(): argument 'tensors' (position 1) must be tuple of Tensors, not "
                         f'Tensor (got one tensor of shape {tuple(np.shape(tensors._data))})')
@@ -299,6 +366,19 @@ def cat(tensors, dim=0):
     if not (grad_mode.enabled and any(x._rg for x in live)):
         return _leaf(out)
     return _join(OP['cat'], live, [np.shape(x._data) for x in live], dim, out)
+
+
+def _concatenate_same(arrays, dim, dt, shape):
+    """np.concatenate of ``arrays`` (all of dtype ``dt``) along ``dim`` into a
+    result of ``shape``; a large one into a pooled buffer (see _concatenate)."""
+    n = dt.itemsize
+    for s in shape:
+        n *= s
+    if n < _ops.POOL_FROM:
+        return np.concatenate(arrays, axis=dim)
+    out = pool.empty(shape, dt)
+    np.concatenate(arrays, axis=dim, out=out)
+    return out
 
 
 def _concatenate(arrays, dim, dt, ref):
@@ -341,29 +421,31 @@ def _join(op, ts, shapes, dim, out):
     inner = 1
     for s in out.shape[dim + 1:]:
         inner *= int(s)
-    dt = out.dtype
+    return _join_tree(op, ts, shapes, dim, inner, out, 0, len(ts), True)[0]
 
-    def build(lo, hi, root):
-        if hi - lo == 1 and not root:
-            t = ts[lo]
-            return t, shapes[lo]
-        mid = lo + (hi - lo) // 2 if hi - lo > 1 else hi
-        a, sa = build(lo, mid, False)
-        if mid < hi:
-            b, sb = build(mid, hi, False)
-            shape = sa[:dim] + (sa[dim] + sb[dim],) + sa[dim + 1:]
-        else:                       # cat of one tensor
-            b, sb, shape = None, None, sa
-        if not (a._rg or (b is not None and b._rg)):
-            return _leaf(_blank(shape, dt)), shape
-        data = out if root else _blank(shape, dt)
-        wa = int(sa[dim]) * inner
-        wb = int(sb[dim]) * inner if b is not None else 0
-        count = hi - lo if root else 0
-        return _record_struct(op if root else _CAT, a, data, x=wb | count << _COUNT_SHIFT,
-                              ax=wa, b=b), shape
 
-    return build(0, len(ts), True)[0]
+def _join_tree(op, ts, shapes, dim, inner, out, lo, hi, root):
+    """(tensor, shape) of the join of ``ts[lo:hi]``.  A module-level recursion,
+    not a closure: a recursive closure is a reference cycle, which kept each
+    result (and its pooled buffer) alive until the garbage collector ran, so
+    every call wrote into fresh, cold memory."""
+    if hi - lo == 1 and not root:
+        return ts[lo], shapes[lo]
+    mid = lo + (hi - lo) // 2 if hi - lo > 1 else hi
+    a, sa = _join_tree(op, ts, shapes, dim, inner, out, lo, mid, False)
+    if mid < hi:
+        b, sb = _join_tree(op, ts, shapes, dim, inner, out, mid, hi, False)
+        shape = sa[:dim] + (sa[dim] + sb[dim],) + sa[dim + 1:]
+    else:                       # cat of one tensor
+        b, sb, shape = None, None, sa
+    if not (a._rg or (b is not None and b._rg)):
+        return _leaf(_blank(shape, out.dtype)), shape
+    data = out if root else _blank(shape, out.dtype)
+    wa = int(sa[dim]) * inner
+    wb = int(sb[dim]) * inner if b is not None else 0
+    count = hi - lo if root else 0
+    return _record_struct(op if root else _CAT, a, data, x=wb | count << _COUNT_SHIFT,
+                          ax=wa, b=b), shape
 
 
 _CAT = OP['cat']
