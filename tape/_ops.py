@@ -647,6 +647,12 @@ def _binary(name, scalar_name, rscalar_name, npf):
             ta = a._tape
             tbb = b._tape
             tape = ta if ta is not None else tbb
+            if tape is None and (a._rg or b._rg) and bd.dtype is ad.dtype \
+                    and ad.shape == bd.shape and (not _OFF[0] or grad_mode.enabled):
+                # two leaves (or a leaf and a constant) of one shape and dtype:
+                # the graph starts on the thread's open tape, as _record_binary's
+                # would, and takes the lane below
+                tape = open_tape()
             # the fast lane: an operand on a live tape (so the result requires
             # grad), the other on it too or not on any, recording on, one dtype,
             # and equal sizes: broadcasting at most added size-1 dims, which
@@ -928,9 +934,20 @@ def _unary(name, npf):
             a = _const(a)
         ad = a._data
         tape = a._tape
-        # the fast lane: a is on a live tape (a float tensor that requires grad)
-        # and recording is on
-        if tape is not None and tape.alias is None and (not _OFF[0] or grad_mode.enabled):
+        # the fast lane: a is on a live tape (a float tensor that requires grad),
+        # or a leaf that requires grad, whose graph starts on the thread's open
+        # tape (as _record_unary's does); and recording is on
+        if tape is not None:
+            lane = tape.alias is None and (not _OFF[0] or grad_mode.enabled)
+            g0 = a._goff
+            leaf = False
+        elif a._rg and (not _OFF[0] or grad_mode.enabled):
+            lane = leaf = True
+            tape = open_tape()
+            g0 = a._goff if a._rec == tape.serial else tape.leaf_slot(a)
+        else:
+            lane = False
+        if lane:
             n = ad.size
             if n < BIG:
                 out = npf(ad)
@@ -940,10 +957,12 @@ def _unary(name, npf):
                 if saves & 1:
                     tape.saved.append(ad)
                     v += n
+                    if leaf:
+                        tape.save_box(a)
                 if saves & 4:
                     tape.saved.append(out)
                     v += n
-                tape.rec += _PACK(op, slot, n, a._goff, -1, tape.vpos, 0, 0)
+                tape.rec += _PACK(op, slot, n, g0, -1, tape.vpos, 0, 0)
                 tape.vpos = v
                 t = _TNEW(Tensor)
                 t._data = out
@@ -953,12 +972,13 @@ def _unary(name, npf):
                 t._rec = tape.n
                 tape.n += 1
                 return t
-            # a big record: the saved arrays go in its BigRecord (a is a
-            # result on this tape, so it needs no version box)
+            # a big record: the saved arrays go in its BigRecord
             out = npf(ad) if uf is None else _pooled(uf, npf, ad)
             saved = {}
             if saves & 1:
                 saved['a'] = ad
+                if leaf:
+                    tape.save_box(a)
             if saves & 4:
                 saved['out'] = out
             dt = out.dtype
@@ -966,7 +986,7 @@ def _unary(name, npf):
             big.append(BigRecord.of(saved, out.shape, dt, [ad.shape], [dt]))
             slot = tape.bpos
             tape.bpos = slot + n
-            tape.rec += _PACK(op | BIG_FLAG, slot, n, a._goff, -1, len(big) - 1, 0, 0)
+            tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, -1, len(big) - 1, 0, 0)
             t = _TNEW(Tensor)
             t._data = out
             t._rg = True
@@ -1437,6 +1457,10 @@ def _take_record(a, out, name, key_fn, axes=None, key=None):
                                   big_attrs=BasicKey(key, d.shape))
         if name == 't':     # (a weight's transpose, every step: its map is cached)
             idx = _t_index(d.shape)
+        elif axes is not None:
+            # (an attention head split's transpose or permute, every step: an
+            # int64 gather of the whole grid, ~12 us at 8x16x64, cached too)
+            idx = _axes_index(d.shape, tuple(axes))
         else:
             idx = np.ascontiguousarray(key_fn(flat_index(d.shape)), dtype=_I64).ravel()
         return _record_struct(OP[name], a, out, x=d.size, attrs=idx)
@@ -1803,6 +1827,24 @@ _OP_T = OP['t']
 _OP_ADD = OP['add']
 _T_INDEX = {}       # weight shape -> the t record's index map (read-only, shared)
 _LINEAR_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+_AXES_INDEX = {}
+
+
+def _axes_index(shape, axes):
+    """The flat index map of ``np.transpose`` of an array of ``shape`` to the axis
+    order ``axes`` (read-only), cached by (shape, axes): below BIG elements, at
+    most 128 kept."""
+    key = (shape, axes)
+    idx = _AXES_INDEX.get(key)
+    if idx is None:
+        idx = np.ascontiguousarray(np.transpose(flat_index(shape), axes), dtype=_I64).ravel()
+        idx.flags.writeable = False
+        if len(_AXES_INDEX) >= 128:
+            _AXES_INDEX.clear()
+        _AXES_INDEX[key] = idx
+    return idx
 
 
 def _t_index(shape):
