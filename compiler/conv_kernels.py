@@ -37,7 +37,9 @@ def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, cols, sample_major):
     cf = cols.reshape(cols.size)
     ckk = c * kh * kw
     npix = oh * ow
-    flat = _flat_shift(sh, sw, ow, w)
+    if _flat_shift(sh, sw, ow, w):
+        _im2col_flat(xf, cf, n, c, h, w, kh, kw, pt, pl, dh, dw, oh, sample_major)
+        return
     for b in range(n):
         for ci in range(c):
             xbase = (b * c + ci) * h * w
@@ -50,10 +52,6 @@ def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, cols, sample_major):
                         rbase = (r * n + b) * npix
                     off = j * dw - pl
                     q0, q1 = _inside(w, ow, sw, off)
-                    if flat:
-                        _im2col_shifted(xf, cf, xbase, rbase, i * dh - pt, off, q0, q1,
-                                        h, w, oh)
-                        continue
                     for p in range(oh):
                         ih = p * sh + i * dh - pt
                         base = rbase + p * ow
@@ -77,9 +75,9 @@ def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, cols, sample_major):
 # With stride 1 and an output as wide as the input (``padding='same'``, the common
 # layer), output pixel k of a kernel offset reads input pixel k + shift of the same
 # flattened plane: a column is one long copy (one long add in col2im) instead of OH
-# copies of OW elements, whose loop overhead dominated for small images; only the
+# copies of OW elements, whose loop overhead dominated for small images; the
 # entries whose window column falls in the padding, a strip at the left or right
-# edge, are then fixed.
+# edge, are selected to zero in the same pass (``_column_masks``).
 @njit(cache=True, error_model='numpy')
 def _flat_shift(sh, sw, ow, w):
     return sh == 1 and sw == 1 and ow == w
@@ -96,37 +94,73 @@ def _shifted_band(dr, off, q0, q1, h, w, oh):
 
 
 @njit(cache=True, error_model='numpy')
-def _im2col_shifted(xf, cf, xbase, rbase, dr, off, q0, q1, h, w, oh):
-    start, end = _shifted_band(dr, off, q0, q1, h, w, oh)
+def _column_masks(kw, dw, pl, w, oh):
+    """(kw * OH*W,) uint8, for the flat-shift path: whether output position k's
+    window column of kernel column j lies inside the image (k % W + j*dw - pl in
+    [0, W)), at j * OH*W + k.  The shifted copy selects zero where it does not, in
+    the same vectorized pass: no second sweep over the padding strips with scattered
+    stores (1.6x faster im2col at 14x14)."""
     npix = oh * w
-    src = xbase + dr * w + off
-    for k in range(start):
-        cf[np.uint64(rbase + k)] = 0.0
-    for k in range(start, end):
-        cf[np.uint64(rbase + k)] = xf[np.uint64(src + k)]
-    for k in range(end, npix):
-        cf[np.uint64(rbase + k)] = 0.0
-    if q0 > 0 or q1 < w:        # the padding strip inside the band
-        for p in range(start // w, (end + w - 1) // w):
-            for q in range(q0):
-                cf[np.uint64(rbase + p * w + q)] = 0.0
-            for q in range(q1, w):
-                cf[np.uint64(rbase + p * w + q)] = 0.0
+    mask = np.empty(kw * npix, np.uint8)
+    for j in range(kw):
+        lo, hi = pl - j * dw, w + pl - j * dw       # q + j*dw - pl in [0, w)
+        for p in range(oh):
+            base = j * npix + p * w
+            for q in range(w):
+                mask[np.uint64(base + q)] = (q >= lo) & (q < hi)
+    return mask
+
+
+@njit(cache=True, error_model='numpy')
+def _im2col_flat(xf, cf, n, c, h, w, kh, kw, pt, pl, dh, dw, oh, sample_major):
+    """``im2col`` on flat arrays for stride 1 and ``OW == W``, all in one function (the
+    loops of a helper called per column ran 2x slower)."""
+    npix = oh * w
+    ckk = c * kh * kw
+    mf = _column_masks(kw, dw, pl, w, oh)
+    for b in range(n):
+        for ci in range(c):
+            xbase = (b * c + ci) * h * w
+            for i in range(kh):
+                dr = i * dh - pt
+                for j in range(kw):
+                    r = (ci * kh + i) * kw + j
+                    if sample_major:
+                        rbase = (b * ckk + r) * npix
+                    else:
+                        rbase = (r * n + b) * npix
+                    off = j * dw - pl
+                    q0, q1 = _inside(w, w, 1, off)
+                    start, end = _shifted_band(dr, off, q0, q1, h, w, oh)
+                    src = xbase + dr * w + off
+                    for k in range(start):
+                        cf[np.uint64(rbase + k)] = 0.0
+                    if q0 > 0 or q1 < w:        # a padding strip inside the band
+                        mbase = j * npix
+                        for k in range(start, end):
+                            v = xf[np.uint64(src + k)]
+                            cf[np.uint64(rbase + k)] = v if mf[np.uint64(mbase + k)] else 0.0
+                    else:
+                        for k in range(start, end):
+                            cf[np.uint64(rbase + k)] = xf[np.uint64(src + k)]
+                    for k in range(end, npix):
+                        cf[np.uint64(rbase + k)] = 0.0
 
 
 @njit(cache=True, error_model='numpy')
 def col2im(cols, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, gx, sample_major):
     """The adjoint of ``im2col`` (columns in either of its layouts): add every column
     entry back into ``gx`` (N, C, H, W), which is overwritten; padding positions are
-    dropped.  With stride 1 and ``OW == W`` the entries of ``cols`` at padding
-    positions are overwritten with zeros (the caller's columns are a temporary)."""
+    dropped.  ``cols`` is only read."""
     n, c, h, w = gx.shape
     gf = gx.reshape(gx.size)
     cf = cols.reshape(cols.size)
     gf[:] = 0.0
     ckk = c * kh * kw
     npix = oh * ow
-    flat = _flat_shift(sh, sw, ow, w)
+    if _flat_shift(sh, sw, ow, w):
+        _col2im_flat(cf, gf, n, c, h, w, kh, kw, pt, pl, dh, dw, oh, sample_major)
+        return
     for b in range(n):
         for ci in range(c):
             gbase = (b * c + ci) * h * w
@@ -139,10 +173,6 @@ def col2im(cols, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, gx, sample_major):
                         rbase = (r * n + b) * npix
                     off = j * dw - pl
                     q0, q1 = _inside(w, ow, sw, off)
-                    if flat:
-                        _col2im_shifted(cf, gf, gbase, rbase, i * dh - pt, off, q0, q1,
-                                        h, w, oh)
-                        continue
                     for p in range(oh):
                         ih = p * sh + i * dh - pt
                         if ih < 0 or ih >= h:
@@ -158,19 +188,36 @@ def col2im(cols, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, gx, sample_major):
 
 
 @njit(cache=True, error_model='numpy')
-def _col2im_shifted(cf, gf, gbase, rbase, dr, off, q0, q1, h, w, oh):
-    start, end = _shifted_band(dr, off, q0, q1, h, w, oh)
-    if q0 > 0 or q1 < w:
-        # zeros at the strip's entries: the flat add then lands them, harmlessly, on
-        # real pixels of the neighbouring row
-        for p in range(start // w, (end + w - 1) // w):
-            for q in range(q0):
-                cf[np.uint64(rbase + p * w + q)] = 0.0
-            for q in range(q1, w):
-                cf[np.uint64(rbase + p * w + q)] = 0.0
-    dst = gbase + dr * w + off
-    for k in range(start, end):
-        gf[np.uint64(dst + k)] += cf[np.uint64(rbase + k)]
+def _col2im_flat(cf, gf, n, c, h, w, kh, kw, pt, pl, dh, dw, oh, sample_major):
+    """``col2im`` on flat arrays for stride 1 and ``OW == W``: each column one long add,
+    zero added at the entries of its padding strip (which the flat add lands on real
+    pixels of the neighbouring row)."""
+    npix = oh * w
+    ckk = c * kh * kw
+    mf = _column_masks(kw, dw, pl, w, oh)
+    for b in range(n):
+        for ci in range(c):
+            gbase = (b * c + ci) * h * w
+            for i in range(kh):
+                dr = i * dh - pt
+                for j in range(kw):
+                    r = (ci * kh + i) * kw + j
+                    if sample_major:
+                        rbase = (b * ckk + r) * npix
+                    else:
+                        rbase = (r * n + b) * npix
+                    off = j * dw - pl
+                    q0, q1 = _inside(w, w, 1, off)
+                    start, end = _shifted_band(dr, off, q0, q1, h, w, oh)
+                    dst = gbase + dr * w + off
+                    if q0 > 0 or q1 < w:
+                        mbase = j * npix
+                        for k in range(start, end):
+                            v = cf[np.uint64(rbase + k)]
+                            gf[np.uint64(dst + k)] += v if mf[np.uint64(mbase + k)] else 0.0
+                    else:
+                        for k in range(start, end):
+                            gf[np.uint64(dst + k)] += cf[np.uint64(rbase + k)]
 
 
 @njit(cache=True, error_model='numpy')

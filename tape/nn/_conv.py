@@ -165,8 +165,11 @@ def _conv_weight_grad_np(x, gy, geom, w_shape):
 # (32x16x14x14, 3x3: 420 -> 340 us forward).  Other dtypes (float16) take the NumPy
 # paths above.
 _KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_CHUNK_BYTES = 1 << 19      # a chunk's columns: well inside L2 next to the operands
-_KEEP_BYTES = 1 << 21       # columns up to this size: one chunk, kept by a layer
+# (re-measured with the masked flat im2col and the fused backward: 256 KB chunks and
+# 1 MB kept columns beat 512 KB / 2 MB, most for 32x8x14x14, whose 1.8 MB of columns
+# built at once and kept made its forward + backward 1.1 -> 0.87 ms)
+_CHUNK_BYTES = 1 << 18      # a chunk's columns: well inside L2 next to the operands
+_KEEP_BYTES = 1 << 20       # columns up to this size: one chunk, kept by a layer
 
 
 def _common(a, b):
@@ -469,6 +472,42 @@ def _conv_layer_forward(x, w, b, geom, keep=False):
     return y.reshape(n, cout, oh, ow), cols
 
 
+def _layer_tgeom(x_shape, w_shape, geom):
+    """``_transposed_geom`` of a groups-1 layer: where not None, the input gradient is
+    a convolution of gy whose columns also give the weight gradient."""
+    cout, c, kh, kw = w_shape
+    in_hw = tuple(x_shape[2:])
+    return _transposed_geom(geom, (kh, kw), c, cout, in_hw, _out_hw(in_hw, (kh, kw), geom))
+
+
+def _both_grads_fast(x, gy, w, tgeom, need_w):
+    """(gx, gw) of a groups-1 convolution from one set of columns: those of gy under
+    the transposed geometry ``tgeom``, (N, Cout*kh*kw, H*W), row (o, i', j') of sample
+    b at input pixel P holding gy[b, o] at P - (kh-1-i', kw-1-j') (dilated, shifted by
+    the padding), which is what both need: gx = flip(w) @ cols and
+    gw[o, c, i, j] = sum_b,P x[b, c, P] cols[b, (o, kh-1-i, kw-1-j), P].  Building the
+    columns once (not those of gy and of x) saves an im2col pass over the batch."""
+    n, c, h, wd = x.shape
+    cout, _, kh, kw = w.shape
+    gx = np.empty((n, c, h * wd), gy.dtype)
+    wf = _flipped(w, 1).reshape(c, cout * kh * kw)
+    xt = x.reshape(n, c, h * wd).transpose(0, 2, 1)
+    acc = None
+    for s, e, cols in _chunked_columns(gy, kh, kw, tgeom, h, wd):
+        np.matmul(wf, cols, out=gx[s:e])
+        if need_w:
+            part = np.matmul(cols, xt[s:e]).sum(0)             # (Cout*kh*kw, C)
+            if acc is None:
+                acc = part
+            else:
+                acc += part
+    gw = None
+    if need_w:
+        gw = acc.reshape(cout, kh, kw, c)[:, ::-1, ::-1].transpose(0, 3, 1, 2)
+        gw = np.ascontiguousarray(gw)
+    return gx.reshape(n, c, h, wd), gw
+
+
 def _conv_layer_backward(ctx, g):
     """The (gx, gw, gb) arrays of ``_Conv2d`` from the output's gradient ``g``."""
     x, w = ctx.saved_tensors        # (raises once freed, or changed in place)
@@ -479,10 +518,14 @@ def _conv_layer_backward(ctx, g):
     gx = gw = gb = None
     if need_b:
         gb = g.sum((0, 2, 3))
-    if need_w:
-        gw = _conv_weight_grad_fast(xd, g, geom, wd.shape, ctx.cols)
-    if need_x:
-        gx = _conv_input_grad_fast(g, wd, geom, tuple(xd.shape[2:]))
+    tgeom = _layer_tgeom(xd.shape, wd.shape, geom) if need_x else None
+    if tgeom is not None:
+        gx, gw = _both_grads_fast(xd, g, wd, tgeom, need_w)
+    else:
+        if need_w:
+            gw = _conv_weight_grad_fast(xd, g, geom, wd.shape, ctx.cols)
+        if need_x:
+            gx = _conv_input_grad_fast(g, wd, geom, tuple(xd.shape[2:]))
     ctx.cols = None
     return gx, gw, gb
 
@@ -496,8 +539,11 @@ class _Conv2d(Function):
     def forward(ctx, x, w, b, geom):
         ctx.geom = geom
         ctx.save_for_backward(x, w)
+        need_x, need_w = ctx.needs_input_grad[:2]
+        # no columns kept where the backward builds gy's, which give both gradients
+        keep = need_w and not (need_x and _layer_tgeom(x.shape, w.shape, geom) is not None)
         y, ctx.cols = _conv_layer_forward(_arr(x), _arr(w), None if b is None else _arr(b),
-                                          geom, keep=ctx.needs_input_grad[1])
+                                          geom, keep=keep)
         return _leaf(y)
 
     @staticmethod
