@@ -244,8 +244,66 @@ def _evenly(a, dims, keepdim, value):
     return r
 
 
-def _max_min(npf, argf, opname, take_name, binary):
+# (shape, dim, keepdim) -> (axis, base, stride) for max/min along one int dim of a
+# non-empty input: ``base`` (read-only int64, the output's shape) is the flat
+# index of each output element's first input position along the axis, ``stride``
+# the axis's step in flat positions, so the arg-max ``i`` picks ``base + i * stride``
+_PICKS = {}
+
+
+def _picks(shape, dim, keepdim):
+    axis = dim + len(shape) if dim < 0 else dim       # (in range: checked by the caller)
+    stride = math.prod(shape[axis + 1:])
+    step = shape[axis] * stride
+    base = np.arange(math.prod(shape[:axis]), dtype=np.int64)[:, None] * step \
+        + np.arange(stride, dtype=np.int64)
+    base = base.reshape(shape[:axis] + ((1,) if keepdim else ()) + shape[axis + 1:])
+    base.flags.writeable = False
+    if len(_PICKS) >= 256:
+        _PICKS.clear()
+    hit = _PICKS[(shape, dim, keepdim)] = (axis, base, stride)
+    return hit
+
+
+def _extreme_fast(a, d, dim, keepdim, argf, take_name):
+    """max/min along the int ``dim`` of a non-empty floating or integer array ``d``
+    (``a``'s, ``dim`` in range, size along it non-zero; ``argf`` np.ndarray.argmax
+    or argmin): ``_extreme``'s values, indices and record, the pick positions
+    from a cached base (``_PICKS``) instead of a take_along_axis of the whole grid."""
+    hit = _PICKS.get((d.shape, dim, keepdim))
+    if hit is None:
+        hit = _picks(d.shape, dim, keepdim)
+    axis, base, stride = hit
+    # (the ndarray method: np.argmax's Python wrapper costs more than the call;
+    # NaN wins, the first of a row, as in PyTorch)
+    idx = argf(d, axis, keepdims=keepdim)
+    if type(idx) is not np.ndarray or idx.dtype != _I64:
+        idx = np.array(idx, np.int64)   # (a 1-D input's is a NumPy scalar)
+    if stride == 1:
+        flat = idx + base
+    else:
+        flat = idx * stride
+        flat += base
+    values = d.reshape(-1)[flat]
+    # one position per output element: a large record's backward scatters
+    # (tape/_big.py's UniqueIndex) instead of a bincount over the whole input
+    return _ValuesIndices(take_as(take_name, a, values, flat, unique=True), _leaf(idx))
+
+
+_I64 = np.dtype(np.int64)
+
+
+def _max_min(npf, argf, opname, take_name, binary, arg_method):
     def f(a, dim=None, keepdim=False, *, out=None):
+        if type(dim) is int and type(a) is Tensor:
+            # the common call: one int dim of a non-empty float or integer tensor
+            d = a._data
+            if type(d) is np.ndarray and d.dtype.kind in 'fiu':
+                nd = d.ndim
+                if nd and -nd <= dim < nd and d.shape[dim] and (keepdim is False
+                                                                or keepdim is True):
+                    note_value_use(opname)      # which element wins (and ties) is baked in
+                    return _extreme_fast(a, d, dim, keepdim, arg_method, take_name)
         a = _t(a)
         if not isinstance(dim, Tensor):
             note_value_use(opname)          # which element wins (and ties) is baked in
@@ -266,8 +324,10 @@ def _max_min(npf, argf, opname, take_name, binary):
     return f
 
 
-max = _max_min(np.max, _np_argmax, 'max', 'max_dim', _ops.maximum)  # noqa: A001
-min = _max_min(np.min, _np_argmin, 'min', 'min_dim', _ops.minimum)  # noqa: A001
+max = _max_min(np.max, _np_argmax, 'max', 'max_dim', _ops.maximum,  # noqa: A001
+               np.ndarray.argmax)
+min = _max_min(np.min, _np_argmin, 'min', 'min_dim', _ops.minimum,  # noqa: A001
+               np.ndarray.argmin)
 
 
 def _amax_amin(npf, opname):
@@ -431,6 +491,11 @@ def _mean_kd(a, dim, keepdim):
 
 def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     """``torch.linalg.vector_norm``: the ord-norm of ``a`` over ``dim`` (all by default)."""
+    if dim is None and dtype is None and type(a) is Tensor and (
+            type(ord) is int or type(ord) is float) and ord == 2:
+        out = _norm2_all(a, keepdim)
+        if out is not None:
+            return out
     a = _t(a)
     if dtype is not None:
         a = _ops.to(a, dtype)
@@ -487,14 +552,83 @@ def _sum_squares32(a, d, keepdim):
     return _record_struct(_OP_SUM, prod, out, x=d.size, scale=1.0)
 
 
+# ------------------------------------------- the 2-norm of all elements, directly
+def _norm2_all(a, keepdim):
+    """The 2-norm of all of ``a`` (a Tensor): the values and the records of
+    ``_root(sum_(mul(a, a)), 'norm_root', 0.5)`` (MulBackward0, SumBackward0,
+    LinalgVectorNormBackward0), made here directly, without vector_norm's
+    argument handling and the ops' dispatch.  None where this does not apply: an
+    input that is not a non-empty C-contiguous float32 or float64 array, or
+    tape.jit tracing (the general path then).  float32 sums in one float64 pass
+    (compiler/reduce_kernels.py), float64 as ``sum(x * x)``; the product's
+    values are read by nothing (its gradient needs only ``a``, the sum's only
+    the shapes), so its tensor holds a zero-stride placeholder."""
+    d = a._data
+    if type(d) is not np.ndarray or not d.size or not d.flags.c_contiguous \
+            or getattr(_ops._jit_tracing(), 'proxies', None) is not None:
+        return None
+    dt = d.dtype
+    if dt == _F32:
+        k = _reduce_kernels or _load_reduce_kernels()
+        s = np.float32(k.sum_squares(d.reshape(-1)))
+        if keepdim:
+            s = np.full((1,) * d.ndim, s)
+    elif dt == _F64:
+        s = _ops._np_sum(d * d, None, keepdim)
+    else:
+        return None
+    out = np.sqrt(s)                        # (s >= 0 or NaN: nothing to warn about)
+    if not (a._rg and (not _ops._OFF[0] or grad_mode.enabled)):
+        return _leaf(out)
+    sq = _placeholder(d.shape, dt)
+    prod = _ops._record_binary(_OP_MUL, a, a, sq)
+    ss = _record_struct(_OP_SUM, prod, s, x=d.size, scale=1.0)
+    return _record_unary(_OP_NORM_ROOT, ss, out, 0.5)
+
+
+def _placeholder(shape, dt):
+    """A read-only zero-stride array of ``shape`` and dtype ``dt`` (cached by both):
+    the data of a result whose values nothing reads."""
+    key = (shape, dt)
+    p = _PLACEHOLDERS.get(key)
+    if p is None:
+        if len(_PLACEHOLDERS) >= 256:
+            _PLACEHOLDERS.clear()
+        p = _PLACEHOLDERS[key] = np.ndarray(shape, dt, _ZERO32 if dt == _F32 else _ZERO64, 0,
+                                            (0,) * len(shape))
+    return p
+
+
+_PLACEHOLDERS = {}
+_reduce_kernels = None
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_OP_NORM_ROOT = OP['norm_root']
+
+
+def _load_reduce_kernels():
+    """compiler.reduce_kernels, imported on first use (nothing compiles at import)."""
+    global _reduce_kernels
+    import compiler.reduce_kernels as k
+    _reduce_kernels = k
+    return k
+
+
 _ZERO32 = np.zeros(1, np.float32)
 _ZERO32.flags.writeable = False
+_ZERO64 = np.zeros(1, np.float64)
+_ZERO64.flags.writeable = False
 _OP_MUL = OP['mul']
 _OP_SUM = OP['sum']
 
 
 def norm(a, p='fro', dim=None, keepdim=False, dtype=None):
     """``torch.norm``: 'fro' (or a number p) as a vector norm over ``dim`` (all by default)."""
+    if dim is None and dtype is None and type(a) is Tensor and (
+            p == 'fro' if type(p) is str else p is None or (type(p) is int and p == 2)):
+        out = _norm2_all(a, keepdim)
+        if out is not None:
+            return out
     if p is None or p == 'fro':
         p = 2
     elif p == 'nuc':

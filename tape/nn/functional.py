@@ -108,6 +108,15 @@ def _no_int_result(*ts):
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
+    if type(dim) is int and dtype is None and type(input) is Tensor:
+        # the common call (a float32/float64 tensor, an int dim in range): straight
+        # to the one-record form, without the general path's normalizations
+        d = input._data
+        if type(d) is np.ndarray and d.dtype in _SM_DTYPES:
+            nd = d.ndim
+            if nd and -nd <= dim < nd and d.size and getattr(
+                    _TRACING or _tracing(), 'proxies', None) is None:
+                return _sm.softmax(input, dim + nd if dim < 0 else dim)
     a = _float_input(input, dtype)
     nd = np.ndim(a._data)
     dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'softmax')
@@ -118,6 +127,13 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
+    if type(dim) is int and dtype is None and type(input) is Tensor:
+        d = input._data                 # (softmax's shortcut)
+        if type(d) is np.ndarray and d.dtype in _SM_DTYPES:
+            nd = d.ndim
+            if nd and -nd <= dim < nd and d.size and getattr(
+                    _TRACING or _tracing(), 'proxies', None) is None:
+                return _sm.log_softmax(input, dim + nd if dim < 0 else dim)
     a = _float_input(input, dtype, 'log_softmax')
     nd = np.ndim(a._data)
     dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'log_softmax')
@@ -130,7 +146,21 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
 def _jit_tracing():
     """Is tape.jit tracing on this thread?  (Asked by each op with a one-record
     form: an import statement per call would cost a microsecond.)"""
-    return getattr(_ops._jit_tracing(), 'proxies', None) is not None
+    return getattr(_TRACING or _tracing(), 'proxies', None) is not None
+
+
+# tape.jit's thread-local tracing state (tape/_jit.py's ``_tracing``), set on first
+# use (_jit imports this package); hot paths read ``_TRACING or _tracing()`` inline
+_TRACING = None
+
+
+def _tracing():
+    global _TRACING
+    _TRACING = _ops._jit_tracing()
+    return _TRACING
+
+
+_SM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))   # = _softmax.DTYPES
 
 
 def _one_node(a):
@@ -369,10 +399,55 @@ def _same_shape(inp, tgt, opname):
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction='mean'):  # noqa: A002
+    if type(input) is Tensor and type(target) is Tensor and (
+            reduction == 'mean' or reduction == 'sum'):
+        out = _mse_direct(input, target, reduction == 'mean')
+        if out is not None:
+            return out
     inp, tgt = _t(input), _t(target, input)
     _same_shape(inp, tgt, 'mse_loss')
     diff = _ops.sub(inp, tgt)
     return _reduce(_ops.mul(diff, diff), reduction, 'mse_loss')
+
+
+def _mse_direct(inp, tgt, mean):
+    """mse_loss's mean or sum of two float32 or float64 tensors of one shape and
+    dtype, non-empty and C-contiguous: the values and the records of
+    ``mean(mul(diff, diff))`` with ``diff = sub(inp, tgt)`` (SubBackward0,
+    MulBackward0, MeanBackward0 or SumBackward0), made here without the ops'
+    dispatch; the square's values, which nothing reads (its gradient needs only
+    ``diff``, the reduction's only the shape), are not computed: the sum of
+    squares is one pass over ``diff`` (float32: the float64 lanes of
+    compiler/reduce_kernels.py; float64: a dot product).  None where this does
+    not apply (and while tape.jit traces: the general path then)."""
+    ad = inp._data
+    bd = tgt._data
+    if type(ad) is not np.ndarray or type(bd) is not np.ndarray:
+        return None
+    dt = ad.dtype
+    if bd.dtype != dt or ad.shape != bd.shape or not ad.size or dt not in _SM_DTYPES \
+            or not (ad.flags.c_contiguous and bd.flags.c_contiguous) \
+            or getattr(_TRACING or _tracing(), 'proxies', None) is not None:
+        return None
+    diff = np.subtract(ad, bd)
+    flat = diff.reshape(-1)
+    n = flat.size
+    if dt == _F32:
+        s = (_red._reduce_kernels or _red._load_reduce_kernels()).sum_squares(flat)
+    else:
+        s = float(np.dot(flat, flat))
+    out = dt.type(s / n if mean else s)
+    if not ((inp._rg or tgt._rg) and grad_mode.enabled):
+        return _leaf(out)
+    dtt = _ops._record_binary(_OP_SUB, inp, tgt, diff)
+    sq = _ops._record_binary(_OP_MUL, dtt, dtt, _red._placeholder(diff.shape, dt))
+    if mean:
+        return _ops._record_struct(_OP_MEAN, sq, out, x=n, scale=1.0 / n)
+    return _ops._record_struct(_OP_SUM, sq, out, x=n, scale=1.0)
+
+
+_OP_SUB, _OP_MUL, _OP_MEAN, _OP_SUM = OP['sub'], OP['mul'], OP['mean'], OP['sum']
+_F32 = np.dtype(np.float32)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction='mean'):  # noqa: A002
@@ -1624,7 +1699,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
             hit = _LN_CHECKED.get(key)
         except TypeError:           # an unhashable normalized_shape entry: the checks say why
             hit = key = None
-        if hit is not None and not _jit_tracing():
+        if hit is not None and getattr(_TRACING or _tracing(), 'proxies', None) is None:
             return _layer_norm_fn(input, weight, bias, hit[0], float(eps), hit[1])
     a = _t(input)
     ns, shape, dims = _trailing(a, normalized_shape, '*, ')
