@@ -15,6 +15,7 @@ Layout: ``_tensor`` (the Tensor), ``_tape`` (the record format), ``_rules``
 ``autograd`` (the public autograd namespace).
 """
 import builtins  # tape.all/any/max/min/round shadow the builtins in this module
+import warnings as _warnings
 
 import numpy as np
 
@@ -33,6 +34,16 @@ from . import func
 from ._sweep import run_scalar as _run_scalar
 
 __version__ = '0.1.0'
+
+# NumPy warns of the floating-point exceptions in the arrays tape computes (log
+# of 0, sqrt of a negative, an overflowing exp); PyTorch computes the same infs
+# and NaNs silently.  The filter matches only warnings raised from tape's and
+# compiler's own code (NumPy attributes a ufunc's warning to its caller), so a
+# user's NumPy code warns as before; an errstate around each op would cost
+# ~1 us an op.
+_warnings.filterwarnings('ignore', message='(divide by zero|overflow|underflow|invalid value) '
+                         'encountered in ', category=RuntimeWarning,
+                         module=r'(tape|compiler)(\.|$)')
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
