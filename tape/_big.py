@@ -241,14 +241,17 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
     op &= ~BIG_FLAG
     rule = RULES[op]
     meta = tape.big[v]
-    g = grads.get(go, n, meta.out_shape)
-    if g is None:
-        return
     kind = rule.kind
+    if kind == 'sum_all' and go < BIG_BASE and type(grads) is Grads:
+        g = grads.G[go]       # (the one element: what g.ravel()[0] below reads)
+    else:
+        g = grads.get(go, n, meta.out_shape)
+        if g is None:
+            return
     if kind == 'sum_all':
         c = _AS_FLOAT(_AS_INT(x))[0]      # (field 7's float64 bits)
         size = v_size(meta)
-        value = g.ravel()[0] * c
+        value = (g if g.ndim == 0 else g.ravel()[0]) * c
         cur = grads.big.get(g0)
         if cur is not None and cur.flags.writeable:
             cur += value
@@ -482,11 +485,20 @@ def v_size(meta):
     return s
 
 
+_sum_axes = {}       # (g's shape, the target shape) -> the axes _sum_to reduces
+
+
 def _sum_to(g, shape):
     """Sum ``g`` down to ``shape`` (undoing broadcasting)."""
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
-                                      if s == 1 and g.shape[i + lead] != 1)
+    key = (g.shape, tuple(shape) if type(shape) is not tuple else shape)
+    axes = _sum_axes.get(key)
+    if axes is None:
+        lead = g.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                          if s == 1 and g.shape[i + lead] != 1)
+        if len(_sum_axes) > 4096:
+            _sum_axes.clear()
+        _sum_axes[key] = axes
     # np.add.reduce: ndarray.sum's own reduction without its Python wrapper
     out = np.add.reduce(g, axis=axes, keepdims=True) if axes else g
     return out.reshape(shape)
@@ -544,33 +556,60 @@ def sweep_chain(tape, k, R, grads, stop, keep=(), needed=None):
     RF = R.view(np.float64)
     run = []
     fields = {}                 # record -> its fields as Python ints
+    produced = set()            # the run's result slots
     j = k
     while j > stop:
-        row = R[j].tolist()
-        op = row[0]
-        if not op & BIG_FLAG or RULES[op & ~BIG_FLAG].kind != 'elementwise' or row[2] != n:
+        # the rows as Python ints, a few at a time (one tolist, not one a row)
+        lo = max(stop + 1, j - 7)
+        rows = R[lo:j + 1].tolist()
+        ended = False
+        for row in reversed(rows):
+            op = row[0]
+            if not op & BIG_FLAG or row[2] != n or RULES[op & ~BIG_FLAG].kind != 'elementwise':
+                ended = True
+                break
+            run.append(j)
+            fields[j] = row
+            produced.add(row[1])
+            j -= 1
+        if ended:
             break
-        run.append(j)
-        fields[j] = row
-        j -= 1
     lowest = run[-1]
     # which records are reached, and which slots never leave the run
-    produced = {fields[j][1] for j in run}
     live = []
-    for j in run:
-        go = fields[j][1]
-        if not grads.reached(go) or (needed is not None and not needed[j]):
-            continue
-        live.append(j)
-        for s in (fields[j][3], fields[j][4]):
-            if s >= 0:
-                grads.mark(s)
+    if type(grads) is Grads:
+        # (Grads.reached and Grads.mark, inline)
+        bigreach = grads.bigreach
+        reach = grads.reach
+        for j in run:
+            row = fields[j]
+            go = row[1]
+            if not (go in bigreach if go >= BIG_BASE else reach[go]) \
+                    or (needed is not None and not needed[j]):
+                continue
+            live.append(j)
+            for s in (row[3], row[4]):
+                if s >= BIG_BASE:
+                    bigreach.add(s)
+                elif s >= 0:
+                    reach[s] = 1
+    else:
+        for j in run:
+            go = fields[j][1]
+            if not grads.reached(go) or (needed is not None and not needed[j]):
+                continue
+            live.append(j)
+            for s in (fields[j][3], fields[j][4]):
+                if s >= 0:
+                    grads.mark(s)
+    metas = tape.big
     for j in live:
-        if not tape.big[fields[j][5]].saved and RULES[fields[j][0] & ~BIG_FLAG].saves:
+        if not metas[fields[j][5]].saved and RULES[fields[j][0] & ~BIG_FLAG].saves:
             # a record this sweep needs was freed by an earlier backward
             from ._sweep import SECOND_BACKWARD
             raise RuntimeError(SECOND_BACKWARD)
-    scratch_slots = {s for s in produced if s not in grads.big and s not in keep}
+    big = grads.big
+    scratch_slots = {s for s in produced if s not in big and s not in keep}
     if live and _sweep_fused(tape, live, fields, RF, grads, n, scratch_slots):
         return lowest
     kern = _chunk_kernels()

@@ -25,6 +25,7 @@ import numpy as np
 from . import _graph_task
 from ._graph_task import pending as _task_pending
 from ._big import BIG_BASE, BIG_FLAG, Grads, SlotGrads, sweep_chain, sweep_record
+from ._pool import ALIGN_MIN as _ALIGN_MIN, pool as _pool
 from ._rules import OP, RULES
 from ._reroot import mark_stale
 from ._tape import REC, SAVING, grad_mode, inplace_epoch, resolve, set_grad_mode
@@ -649,9 +650,16 @@ def _run_lone(tape, root, retain_graph, seed):
             a = arr.reshape(-1)
         else:
             b = arr.reshape(-1)
-    d, c = _AS_FLOATS(_AS_INTS(ax, x))      # (the fields' float64 bits)
     l0, t0, f0 = first
     l1, t1, f1 = second
+    # the kernel adds into t0 in one loop, then into t1 in another: an input
+    # it reads (y.backward(x.grad), say) must not be a gradient it adds to
+    for t, f in ((t0, f0), (t1, f1)):
+        if t.size and not f:
+            for arr in (g, a, b, out):
+                if arr.size and np.may_share_memory(arr, t):
+                    return False
+    d, c = _AS_FLOATS(_AS_INTS(ax, x))      # (the fields' float64 bits)
     kern(g, a, b, out, c, d, t0, t1, f0, f1)
     if f0:
         shape = l0._data.shape
@@ -659,6 +667,149 @@ def _run_lone(tape, root, retain_graph, seed):
     if f1:
         shape = l1._data.shape
         l1._grad = _leaf(t1 if len(shape) == 1 else t1.reshape(shape))
+    if not retain_graph:
+        release(tape, None, None)
+    return True
+
+
+_lone_big_rules = {}    # op -> (chunk kernel, input 0 has a VJP, input 1 has one,
+                        # float32 in-place add exact), or None
+
+
+def _lone_big_rule(op):
+    """What ``_run_lone_big`` needs of big rule ``op`` (with BIG_FLAG), once per
+    op: its chunk kernel, which inputs have a VJP, and whether the kernel's
+    float32 add (``ga[i] += expr``) rounds as a float32 store and a float32
+    add would (every formula has an unguarded float32 form: a guarded one may
+    take the float64 branch, whose add rounds once, not twice); None where
+    the rule is not elementwise or has no chunk kernel."""
+    info = None
+    rule = RULES[op & ~BIG_FLAG]
+    if op & BIG_FLAG and rule.kind == 'elementwise':
+        from compiler import _chunk_generated
+        kern = getattr(_chunk_generated, 'vjp_' + rule.name, None)
+        if kern is not None:
+            from compiler.chunkgen import _expr32
+            slots32 = {'grad': 'g[i]', 'a': 'a[i]', 'b': 'b[i]', 'out': 'out[i]',
+                       'c': 'k_c', 'd': 'k_d'}
+            exact32 = True
+            for f in rule.vjps:
+                if f is not None:
+                    expr, guards = _expr32(f, slots32)
+                    if expr is None or guards:
+                        exact32 = False
+            vj = rule.vjps
+            info = (kern, len(vj) > 0 and vj[0] is not None,
+                    len(vj) > 1 and vj[1] is not None, exact32)
+    _lone_big_rules[op] = info
+    return info
+
+
+def _lone_big_target(tape, slot, n, dtype, exact32):
+    """``_lone_target`` for a big record: (leaf, array, fresh) where the leaf's
+    dtype is ``dtype`` and a gradient it holds can be added into in place with
+    the result the general path gives (float64, or float32 with ``exact32``);
+    a fresh array comes from the pool, as the general path's does."""
+    for t, ls in tape.leaves:
+        if ls == slot:
+            break
+    else:
+        return None
+    if not t._rg or t._extra is not None:
+        return None
+    d = t._data
+    if type(d) is not np.ndarray or d.size != n or d.dtype != dtype:
+        return None
+    cur = t._grad
+    if cur is None:
+        return t, (np.empty(n, dtype) if n * dtype.itemsize < _ALIGN_MIN
+                   else _pool.empty(n, dtype)), True
+    if dtype == _F32 and not exact32:
+        return None
+    cd = cur._data
+    if type(cd) is not np.ndarray or cd.dtype != dtype or cd.size != n:
+        return None
+    flags = cd.flags
+    if not flags.c_contiguous or not flags.writeable:
+        return None
+    return t, cd.reshape(-1), False
+
+
+def _run_lone_big(tape, root, retain_graph, seed):
+    """``_run_lone`` for a tape of one big elementwise record (``y = a * b`` of
+    two 64x256 leaves, ``y.backward(g)``): the record's chunk kernel reads the
+    seed and the saved arrays and writes (or adds into) each leaf's ``.grad``,
+    where the general path would write fresh gradients, then add each into
+    ``.grad`` in a second pass, and pay for a Grads store, a graph task and
+    the record's lookups.  Only where every array (seed, saved, leaves and
+    their gradients) has one dtype, float32 or float64, so the kernel computes
+    exactly what the general path does; returns False, having done nothing,
+    elsewhere (and for a freed or stale record, a leaf with hooks or views,
+    one leaf on both inputs, arrays that may overlap a gradient it adds to)."""
+    if tape.py or tape.dead is not None or tape.dead_upto \
+            or (tape.epoch != inplace_epoch[0] and tape.may_be_stale()):
+        return False
+    op, go, n, g0, g1, v, ax, x = _UNPACK_REC(tape.rec)
+    try:
+        info = _lone_big_rules[op]
+    except KeyError:
+        info = _lone_big_rule(op)
+    if info is None or go != root._goff or (g0 == g1 and g0 >= 0):
+        return False
+    kern, has0, has1, exact32 = info
+    if type(seed) is not np.ndarray or seed.size != n or not seed.flags.c_contiguous:
+        return False
+    dtype = seed.dtype
+    if dtype != _F32 and dtype != _F64:
+        return False
+    meta = tape.big[v]
+    shape = meta.out_shape
+    a = b = out = _EMPTY
+    for name, arr in meta.saved.items():
+        if type(arr) is not np.ndarray or arr.shape != shape or arr.dtype != dtype:
+            return False
+        if name == 'out':
+            out = arr.reshape(-1)
+        elif name == 'a':
+            a = arr.reshape(-1)
+        elif name == 'b':
+            b = arr.reshape(-1)
+        else:
+            return False
+    if not meta.saved and RULES[op & ~BIG_FLAG].saves:
+        return False            # freed: the general path raises
+    in_dtypes = meta.in_dtypes
+    first = second = _NO_TARGET
+    if g0 >= 0 and has0:
+        if in_dtypes[0] != dtype:
+            return False
+        first = _lone_big_target(tape, g0, n, dtype, exact32)
+        if first is None:
+            return False
+    if g1 >= 0 and has1:
+        if len(in_dtypes) < 2 or in_dtypes[1] != dtype:
+            return False
+        second = _lone_big_target(tape, g1, n, dtype, exact32)
+        if second is None:
+            return False
+    l0, t0, f0 = first
+    l1, t1, f1 = second
+    g = seed.reshape(-1)
+    # the kernel reads g and the saved arrays while it adds into t0, then t1:
+    # none may overlap a gradient it adds to
+    for t, f in ((t0, f0), (t1, f1)):
+        if t.size and not f:
+            for arr in (g, a, b, out):
+                if arr.size and np.may_share_memory(arr, t):
+                    return False
+    d, c = _AS_FLOATS(_AS_INTS(ax, x))      # (the fields' float64 bits)
+    kern(g, a, b, out, c, d, t0, t1, f0, f1)
+    if f0:
+        shp = l0._data.shape
+        l0._grad = _leaf(t0 if len(shp) == 1 else t0.reshape(shp))
+    if f1:
+        shp = l1._data.shape
+        l1._grad = _leaf(t1 if len(shp) == 1 else t1.reshape(shp))
     if not retain_graph:
         release(tape, None, None)
     return True
@@ -677,6 +828,9 @@ def _run_scalar(root, retain_graph, seed, entered=False):
     s = root._goff
     if tape.hooks is not None:
         return run((root,), (1.0 if seed is None else seed,), retain_graph)
+    if s >= BIG_BASE and tape.n == 1 and seed is not None and not entered \
+            and _run_lone_big(tape, root, retain_graph, seed):
+        return
     if s >= BIG_BASE and not entered:
         # y.backward(g) for a large y: run's nesting depth (a hook that calls
         # backward must not end this graph task), none of its generality
