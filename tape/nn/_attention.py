@@ -45,6 +45,7 @@ from .. import _shapes as _sh
 from .._elementwise import where as _where
 from .._linalg import matmul
 from .._grad_mode import is_grad_enabled
+from .._jit import _tracing
 from .._tape import note_value_use
 from .._tensor import Tensor, _default_dtype, _leaf
 from . import functional as F
@@ -483,7 +484,6 @@ class MultiheadAttention(Module):
         for m in (key_padding_mask, attn_mask):
             if m is not None and (type(m) is not Tensor or m._rg or m._data.dtype != dt):
                 return None
-        from .._jit import _tracing
         if getattr(_tracing, 'proxies', None) is not None:
             return None
         if is_causal and attn_mask is None:

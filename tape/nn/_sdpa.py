@@ -76,9 +76,14 @@ def _empty(shape, dt, nbytes):
 
 
 def _fast(*arrays):
-    dt = arrays[0].dtype
-    return dt in DTYPES and all(a.dtype == dt and a.size for a in arrays) \
-        and arrays[0].ndim >= 3
+    a0 = arrays[0]
+    dt = a0.dtype
+    if dt not in DTYPES or a0.ndim < 3:
+        return False
+    for a in arrays:
+        if a.dtype != dt or not a.size:
+            return False
+    return True
 
 
 def _softmax_into(s, p, bias, scale, safe, kern):
@@ -98,11 +103,18 @@ def _softmax_into(s, p, bias, scale, safe, kern):
     kern.normalize(p2, safe)                # (a safe all -inf row's zeros stay zeros)
 
 
-def attention_forward(q, k, v, bias, scale, safe):
-    """(out, p) for arrays q (..., L, E), k (..., S, E), v (..., S, Ev)."""
+def attention_forward(q, k, v, bias, scale, safe, out=None):
+    """(out, p) for arrays q (..., L, E), k (..., S, E), v (..., S, Ev).
+
+    ``out``: an array (any strides) of the output's shape and q's dtype to write
+    the output into (MultiheadAttention's merged heads), or None."""
     kt = np.swapaxes(k, -1, -2)
     if not _fast(q, k, v) or (bias is not None and bias.dtype != q.dtype):
-        return _attention_forward_all(q, kt, v, bias, scale, safe)
+        o, p = _attention_forward_all(q, kt, v, bias, scale, safe)
+        if out is None:
+            return o, p
+        out[...] = o
+        return out, p
     batch = q.shape[:-2]
     if not batch == k.shape[:-2] == v.shape[:-2]:
         batch = np.broadcast_shapes(batch, k.shape[:-2], v.shape[:-2])
@@ -116,8 +128,13 @@ def attention_forward(q, k, v, bias, scale, safe):
     p = _empty(shape, dt, nbytes)
     if nbytes <= CHUNK_BYTES:
         _softmax_into(np.matmul(q, kt), p, bias, scale, safe, kern)
-        return np.matmul(p, v), p
-    out = _empty(batch + (q.shape[-2], v.shape[-1]), dt, nbytes // shape[-1] * v.shape[-1])
+        if out is None:
+            return np.matmul(p, v), p
+        np.matmul(p, v, out=out)
+        return out, p
+    if out is None:
+        out = _empty(batch + (q.shape[-2], v.shape[-1]), dt,
+                     nbytes // shape[-1] * v.shape[-1])
     nd = len(shape)
     for sl in _chunks(shape, nbytes):
         pc = p[sl]
@@ -150,37 +167,49 @@ def _attention_forward_all(q, kt, v, bias, scale, safe):
     return np.matmul(s, v), s
 
 
-def attention_backward(g, q, k, v, p, scale):
-    """(dq, dk, dv) arrays for the output gradient ``g``."""
+def attention_backward(g, q, k, v, p, scale, out=None):
+    """(dq, dk, dv) arrays for the output gradient ``g``.
+
+    ``out``: three arrays (any strides) of q's, k's and v's shapes and p's dtype
+    to write the gradients into (the packed projection's gradient), or None."""
     bs = p.shape[:-2]
     if not (_fast(p, g, q, k, v) and p.flags.c_contiguous
             and g.shape[:-2] == q.shape[:-2] == k.shape[:-2] == v.shape[:-2] == bs):
-        return _attention_backward_all(g, q, k, v, p, scale)
+        grads = _attention_backward_all(g, q, k, v, p, scale)
+        if out is None:
+            return grads
+        for o, a in zip(out, grads):
+            o[...] = a
+        return out
     dt = p.dtype
     S = p.shape[-1]
     kern = _kernels()
-    if p.nbytes <= CHUNK_BYTES:
-        dv = np.matmul(np.swapaxes(p, -1, -2), g)
-        dp = np.matmul(g, np.swapaxes(v, -1, -2))
-        kern.softmax_backward(p.reshape(-1, S), dp.reshape(-1, S), dp.reshape(-1, S))
-        dq, dk = np.matmul(dp, k), np.matmul(np.swapaxes(dp, -1, -2), q)
-    else:
-        dq = _empty(q.shape, dt, q.nbytes)
-        dk = _empty(k.shape, dt, k.nbytes)
-        dv = _empty(v.shape, dt, v.nbytes)
-        for sl in _chunks(p.shape, p.nbytes):
-            pc, gc = p[sl], g[sl]
-            np.matmul(np.swapaxes(pc, -1, -2), gc, out=dv[sl])
-            dp = np.matmul(gc, np.swapaxes(v[sl], -1, -2))
-            # ds = p * (dp - sum(dp * p)) into an array of its own: written
-            # over dp, the kernel's loops fail their overlap checks, run scalar.
-            ds = np.empty_like(dp)
-            kern.softmax_backward(pc.reshape(-1, S), dp.reshape(-1, S), ds.reshape(-1, S))
-            np.matmul(ds, k[sl], out=dq[sl])
-            np.matmul(np.swapaxes(ds, -1, -2), q[sl], out=dk[sl])
     sc = dt.type(scale)
-    dq *= sc
-    dk *= sc
+    if out is None:
+        oq = ok = ov = None
+    else:
+        oq, ok, ov = out
+    if p.nbytes <= CHUNK_BYTES:
+        dv = np.matmul(np.swapaxes(p, -1, -2), g, out=ov)
+        dp = np.matmul(g, np.swapaxes(v, -1, -2))
+        d2 = dp.reshape(-1, S)
+        kern.softmax_backward(p.reshape(-1, S), d2, d2)
+        dp *= sc                            # ds * scale: one pass for dq's and dk's
+        return np.matmul(dp, k, out=oq), np.matmul(np.swapaxes(dp, -1, -2), q, out=ok), dv
+    dq = _empty(q.shape, dt, q.nbytes) if oq is None else oq
+    dk = _empty(k.shape, dt, k.nbytes) if ok is None else ok
+    dv = _empty(v.shape, dt, v.nbytes) if ov is None else ov
+    for sl in _chunks(p.shape, p.nbytes):
+        pc, gc = p[sl], g[sl]
+        np.matmul(np.swapaxes(pc, -1, -2), gc, out=dv[sl])
+        dp = np.matmul(gc, np.swapaxes(v[sl], -1, -2))
+        # ds = p * (dp - sum(dp * p)) into an array of its own: written
+        # over dp, the kernel's loops fail their overlap checks, run scalar.
+        ds = np.empty_like(dp)
+        kern.softmax_backward(pc.reshape(-1, S), dp.reshape(-1, S), ds.reshape(-1, S))
+        ds *= sc
+        np.matmul(ds, k[sl], out=dq[sl])
+        np.matmul(np.swapaxes(ds, -1, -2), q[sl], out=dk[sl])
     return dq, dk, dv
 
 
@@ -271,11 +300,13 @@ class _PackedSelfAttention(Function):
         xd = np.asarray(x._data)
         E = xd.shape[1] // 3
         hd = E // heads
-        a = xd.reshape(_rows_shape(n, L, batch_first) + (3, heads, hd)) \
-            .transpose(_split_axes(batch_first))
-        out, p = attention_forward(a[0], a[1], a[2], bias, scale, safe)
-        # (N, H, L, hd) -> rows (N, L) or (L, N) of E
-        o = out.transpose((0, 2, 1, 3) if batch_first else (2, 0, 1, 3))
+        rows = (n, L) if batch_first else (L, n)
+        a = xd.reshape(rows + (3, heads, hd)).transpose(_split_axes(batch_first))
+        # the heads' outputs (N, H, L, hd) written straight into rows (N, L) or
+        # (L, N) of E: the merge is the output array's strides, not a copy
+        o = np.empty(rows + (heads, hd), xd.dtype)
+        _, p = attention_forward(a[0], a[1], a[2], bias, scale, safe,
+                                 o.transpose((0, 2, 1, 3) if batch_first else (1, 2, 0, 3)))
         ctx.p = p
         ctx.shape = (n, L, heads, hd, E, bias, scale, safe, batch_first)
         ctx.save_for_backward(x)
@@ -309,11 +340,10 @@ def _backward_array(ctx, x, g):
     a = xd.reshape(rows + (3, heads, hd)).transpose(_split_axes(bf))
     gh = np.asarray(g, dtype=p.dtype).reshape(rows + (heads, hd)) \
         .transpose((0, 2, 1, 3) if bf else (1, 2, 0, 3))
-    grads = attention_backward(gh, a[0], a[1], a[2], p, scale)
+    # the gradients of q, k and v written straight into the packed rows
     d = np.empty(rows + (3, heads, hd), p.dtype)
     dv = d.transpose(_split_axes(bf))
-    for i in range(3):
-        dv[i] = grads[i]
+    attention_backward(gh, a[0], a[1], a[2], p, scale, (dv[0], dv[1], dv[2]))
     return d.reshape(xd.shape)
 
 
