@@ -312,8 +312,15 @@ class Tensor:
     @property
     def data(self):
         """A tensor sharing this one's storage, outside the graph; changes to it are not tracked."""
-        d = _storage(self)
-        t = _leaf(d)
+        d = self._data
+        if type(d) is not np.ndarray:
+            d = self._data = np.array(d)     # a 0-d result's NumPy scalar gets storage
+        t = _TNEW(Tensor)                    # _leaf(d), inline: a training loop's hot read
+        t._data = d
+        t._rg = False
+        t._tape = None
+        t._goff = -1
+        t._rec = 0
         return t
 
     @data.setter
