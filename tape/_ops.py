@@ -441,11 +441,12 @@ def _float_dtype(dt):
 
 
 # Results from this size on come from the pool (tape/_pool.py); smaller ones
-# from NumPy's malloc.  The pool's own threshold (1 MB) is where its reuse pays:
-# below it, pool.empty only aligns a fresh malloc block, which measured 4%
-# slower on the MLP step (a 784x256 float32 gradient and its lr * grad) than
-# NumPy's own allocation, whose heap block comes back warm.
-POOL_FROM = 1 << 20      # bytes
+# from NumPy's malloc, whose heap block comes back warm.  Below the pool's own
+# threshold (1 MB) pool.empty only aligns a fresh malloc block, which measured
+# 4% slower on the MLP step (a 784x256 float32 gradient and its lr * grad);
+# a 1 MB exp's forward+backward measured 3-5% faster on NumPy's memory, a
+# 4 MB one the same, a 16 MB one 35% slower (fresh pages), hence 4 MB.
+POOL_FROM = 1 << 22      # bytes
 
 
 _KERNEL_MODULES = {}

@@ -70,16 +70,27 @@ def aligned(arr):
 
 
 class _Owner:
-    """Exposes a raw buffer to NumPy; views of the array keep it alive."""
-    __slots__ = ('__array_interface__', 'raw', '__weakref__')
+    """Exposes a raw buffer to NumPy; views of the array keep it alive, and
+    when the last one dies ``__del__`` puts the buffer back.  (``__del__``
+    rather than a ``weakref.finalize``, and the buffer's aligned address
+    kept with it rather than asked of ``ctypes`` per request: each cost
+    ~10 us right after a large kernel had pushed the interpreter's own data
+    out of the caches.)"""
+    __slots__ = ('__array_interface__', 'raw', 'start', 'pool', '__weakref__')
+
+    def __del__(self):
+        try:
+            self.pool._give_back(self.raw, self.start)
+        except Exception:       # (interpreter shutdown: nothing to give back to)
+            pass
 
 
 class BufferPool:
     def __init__(self, limit=LIMIT):
-        self.free = {}            # nbytes -> [raw uint8 arrays]
+        self.free = {}            # nbytes -> [(raw uint8 array, its aligned data address)]
         self.held = 0
         self.limit = limit
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()    # (a __del__ may give back from inside a locked section)
 
     def empty(self, shape, dtype):
         """An uninitialised array, from the cache when one of its size is free."""
@@ -88,30 +99,33 @@ class BufferPool:
             return aligned_empty(shape, dtype)
         with self.lock:
             stack = self.free.get(nbytes)
-            raw = stack.pop() if stack else None
-            if raw is not None:
+            got = stack.pop() if stack else None
+            if got is not None:
                 self.held -= nbytes
-        if raw is None:
+        if got is None:
             raw = np.empty(nbytes + ALIGN, np.uint8)
+            start = raw.ctypes.data
+            start += -start % ALIGN
+        else:
+            raw, start = got
         owner = _Owner()
         owner.raw = raw
-        start = raw.ctypes.data
+        owner.start = start
+        owner.pool = self
         owner.__array_interface__ = {'shape': shape, 'typestr': dtype.str,
-                                     'data': (start + (-start % ALIGN), False), 'version': 3}
-        arr = np.asarray(owner)
-        weakref.finalize(owner, self._give_back, raw)
-        return arr
+                                     'data': (start, False), 'version': 3}
+        return np.asarray(owner)
 
     def zeros(self, shape, dtype):
         arr = self.empty(shape, dtype)
         arr.fill(0)
         return arr
 
-    def _give_back(self, raw):
+    def _give_back(self, raw, start):
         nbytes = raw.nbytes - ALIGN          # the size it was asked for
         with self.lock:
             if self.held + nbytes <= self.limit:
-                self.free.setdefault(nbytes, []).append(raw)
+                self.free.setdefault(nbytes, []).append((raw, start))
                 self.held += nbytes
 
     def clear(self):
