@@ -9,6 +9,7 @@ format lives in one place (see tape/_tape.py for the format).
 import importlib
 import operator
 import types
+import warnings
 
 import numpy as np
 
@@ -1116,6 +1117,26 @@ def _reduce(name_all, name_dim, npf, scale_of):
     def f(a, dim=None, keepdim=False, dtype=None):
         a = a if type(a) is Tensor else _const(a)
         d = a._data
+        if dim is None and dtype is None and not keepdim:
+            tape = a._tape
+            # the fast lane (a loss's sum or mean): a small non-empty a on a
+            # live tape, recording on; _record_struct's record, inline
+            if tape is not None and tape.alias is None and (
+                    not _OFF[0] or grad_mode.enabled):
+                n = d.size
+                if 0 < n < BIG:
+                    out = npf(d)
+                    slot = tape.gpos
+                    tape.gpos = slot + 1
+                    tape.rec += _PACK_C(op_all, slot, 1, a._goff, -1, n, 0, scale_of(n))
+                    t = _TNEW(Tensor)
+                    t._data = out
+                    t._rg = True
+                    t._tape = tape
+                    t._goff = slot
+                    t._rec = tape.n
+                    tape.n += 1
+                    return t
         if dtype is not None:
             d = d.astype(dtype)
         if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
@@ -1239,6 +1260,11 @@ def _np_mean(d, axis=None, keepdims=False):
         for k in axis:
             count *= d.shape[k]
         return np.true_divide(np.add.reduce(d, axis=axis, keepdims=keepdims), count)
+    if not d.size:
+        # NaN as PyTorch gives it, without np.mean's 'Mean of empty slice' warnings
+        with np.errstate(invalid='ignore', divide='ignore'), warnings.catch_warnings():
+            warnings.simplefilter('ignore', RuntimeWarning)
+            return np.mean(d, axis=axis, keepdims=keepdims)
     return np.mean(d, axis=axis, keepdims=keepdims)
 
 

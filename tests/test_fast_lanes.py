@@ -156,3 +156,20 @@ def test_seed_that_is_a_leafs_own_grad(shape):
     (ta * tb).backward(ta.grad)
     np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize('op', ['sum', 'mean'])
+@pytest.mark.parametrize('shape', [(1,), (8, 1), (7, 3), (0, 3)])
+def test_full_reduction_lane_against_torch(op, shape):
+    torch = pytest.importorskip('torch')
+    X = np.random.default_rng(5).standard_normal(shape)
+    x = tape.tensor(X, requires_grad=True)
+    tx = torch.tensor(X, requires_grad=True)
+    y = getattr(x * 2.0, op)()
+    ty = getattr(tx * 2.0, op)()
+    assert type(y.grad_fn).__name__ == type(ty.grad_fn).__name__
+    assert y.shape == () and y.dtype == x.dtype
+    np.testing.assert_allclose(y.item(), ty.item(), rtol=1e-12, equal_nan=True)
+    y.backward()
+    ty.backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
