@@ -662,9 +662,12 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if tape is not None and tape.alias is None and (tbb is None or tbb is tape) and (
                     not _OFF[0] or grad_mode.enabled) and bd.dtype is ad.dtype:
                 n = ad.size
-                if n == bd.size and n < BIG:
+                small = n < BIG
+                if n == bd.size and (small or ad.shape == bd.shape):
+                    # (a big record takes this lane for operands of one shape)
                     try:
-                        out = npf(ad, bd)
+                        out = npf(ad, bd) if small or ad.nbytes < POOL_FROM \
+                            else _pooled(uf, npf, ad, bd)
                     except ValueError:
                         raise _broadcast_error(name, a, b) from None
                     if out.size != n:
@@ -686,82 +689,54 @@ def _binary(name, scalar_name, rscalar_name, npf):
                         g1 = b._goff
                     else:
                         g1 = tape.leaf_slot(b)
-                    slot = tape.gpos
-                    tape.gpos = slot + (n or 1)
-                    v = tape.vpos
-                    if b_saves:
-                        saved = tape.saved
-                        if b_saves & 1:
-                            saved.append(ad)
-                            v += n
-                            if ta is None and (g1 >= 0 or not a_for_b):   # inline save_box
-                                box = a._vbox
-                                if box is None:
-                                    box = a._vbox = [0]
-                                tape.boxes.append((box, box[0], tape.n))
-                        if b_saves & 2:
-                            saved.append(bd)
-                            v += n
-                            if tbb is None and (g0 >= 0 or not b_for_a):
-                                box = b._vbox
-                                if box is None:
-                                    box = b._vbox = [0]
-                                tape.boxes.append((box, box[0], tape.n))
-                        if b_saves & 4:
-                            saved.append(out)
-                            v += n
-                    tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
-                    tape.vpos = v
-                    t = _TNEW(Tensor)
-                    t._data = out
-                    t._rg = True
-                    t._tape = tape
-                    t._goff = slot
-                    t._rec = tape.n
-                    tape.n += 1
-                    return t
-                if n >= BIG and ad.shape == bd.shape:
-                    # the same lane for a big record of two operands of one
-                    # shape (_record_binary's checks and helpers, inline)
-                    try:
-                        out = npf(ad, bd) if ad.nbytes < POOL_FROM else _pooled(uf, npf, ad, bd)
-                    except ValueError:
-                        raise _broadcast_error(name, a, b) from None
-                    if ta is tape:
-                        g0 = a._goff
-                    elif not a._rg:
-                        g0 = -1
-                    elif a._rec == tape.serial:
-                        g0 = a._goff
+                    if small:
+                        slot = tape.gpos
+                        tape.gpos = slot + (n or 1)
+                        v = tape.vpos
+                        if b_saves:
+                            saved = tape.saved
+                            if b_saves & 1:
+                                saved.append(ad)
+                                v += n
+                                if ta is None and (g1 >= 0 or not a_for_b):   # inline save_box
+                                    box = a._vbox
+                                    if box is None:
+                                        box = a._vbox = [0]
+                                    tape.boxes.append((box, box[0], tape.n))
+                            if b_saves & 2:
+                                saved.append(bd)
+                                v += n
+                                if tbb is None and (g0 >= 0 or not b_for_a):
+                                    box = b._vbox
+                                    if box is None:
+                                        box = b._vbox = [0]
+                                    tape.boxes.append((box, box[0], tape.n))
+                            if b_saves & 4:
+                                saved.append(out)
+                                v += n
+                        tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
+                        tape.vpos = v
                     else:
-                        g0 = tape.leaf_slot(a)
-                    if tbb is tape:
-                        g1 = b._goff
-                    elif not b._rg:
-                        g1 = -1
-                    elif b._rec == tape.serial:
-                        g1 = b._goff
-                    else:
-                        g1 = tape.leaf_slot(b)
-                    saved = {}
-                    if b_saves:
-                        if b_saves & 1:
-                            saved['a'] = ad
-                            if ta is None and (g1 >= 0 or not a_for_b):
-                                tape.save_box(a)
-                        if b_saves & 2:
-                            saved['b'] = bd
-                            if tbb is None and (g0 >= 0 or not b_for_a):
-                                tape.save_box(b)
-                        if b_saves & 4:
-                            saved['out'] = out
-                    shape = out.shape
-                    dt = out.dtype
-                    big = tape.big
-                    big.append(BigRecord.of(saved, shape, dt, [shape, shape], [dt, dt]))
-                    slot = tape.bpos
-                    tape.bpos = slot + n
-                    tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, g1, len(big) - 1, 0, 0)
+                        # a big record: the saved arrays go in its BigRecord
+                        saved = {}
+                        if b_saves:
+                            if b_saves & 1:
+                                saved['a'] = ad
+                                if ta is None and (g1 >= 0 or not a_for_b):
+                                    tape.save_box(a)
+                            if b_saves & 2:
+                                saved['b'] = bd
+                                if tbb is None and (g0 >= 0 or not b_for_a):
+                                    tape.save_box(b)
+                            if b_saves & 4:
+                                saved['out'] = out
+                        shape = out.shape
+                        dt = out.dtype
+                        big = tape.big
+                        big.append(BigRecord.of(saved, shape, dt, [shape, shape], [dt, dt]))
+                        slot = tape.bpos
+                        tape.bpos = slot + n
+                        tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, g1, len(big) - 1, 0, 0)
                     t = _TNEW(Tensor)
                     t._data = out
                     t._rg = True

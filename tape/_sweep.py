@@ -650,10 +650,17 @@ def _run_lone(tape, root, retain_graph, seed):
             a = arr.reshape(-1)
         else:
             b = arr.reshape(-1)
+    return _lone_finish(tape, kern, g, a, b, out, ax, x, first, second, retain_graph)
+
+
+def _lone_finish(tape, kern, g, a, b, out, ax, x, first, second, retain_graph):
+    """The end of ``_run_lone``/``_run_lone_big``: the kernel adds into the first
+    input's gradient array in one loop, then into the second's in another, so
+    an array it reads (``y.backward(x.grad)``'s seed, say) must not overlap a
+    gradient it adds to (False, having done nothing); then fresh arrays become
+    the leaves' ``.grad`` and the tape is released unless retained."""
     l0, t0, f0 = first
     l1, t1, f1 = second
-    # the kernel adds into t0 in one loop, then into t1 in another: an input
-    # it reads (y.backward(x.grad), say) must not be a gradient it adds to
     for t, f in ((t0, f0), (t1, f1)):
         if t.size and not f:
             for arr in (g, a, b, out):
@@ -792,27 +799,8 @@ def _run_lone_big(tape, root, retain_graph, seed):
         second = _lone_big_target(tape, g1, n, dtype, exact32)
         if second is None:
             return False
-    l0, t0, f0 = first
-    l1, t1, f1 = second
-    g = seed.reshape(-1)
-    # the kernel reads g and the saved arrays while it adds into t0, then t1:
-    # none may overlap a gradient it adds to
-    for t, f in ((t0, f0), (t1, f1)):
-        if t.size and not f:
-            for arr in (g, a, b, out):
-                if arr.size and np.may_share_memory(arr, t):
-                    return False
-    d, c = _AS_FLOATS(_AS_INTS(ax, x))      # (the fields' float64 bits)
-    kern(g, a, b, out, c, d, t0, t1, f0, f1)
-    if f0:
-        shp = l0._data.shape
-        l0._grad = _leaf(t0 if len(shp) == 1 else t0.reshape(shp))
-    if f1:
-        shp = l1._data.shape
-        l1._grad = _leaf(t1 if len(shp) == 1 else t1.reshape(shp))
-    if not retain_graph:
-        release(tape, None, None)
-    return True
+    return _lone_finish(tape, kern, seed.reshape(-1), a, b, out, ax, x, first, second,
+                        retain_graph)
 
 
 _EMPTY = np.empty(0)
