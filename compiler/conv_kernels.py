@@ -15,6 +15,15 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True, inline='always', error_model='numpy')
+def _column_row(b, r, n, ckk, npix, sample_major):
+    """Where row ``r`` (channel-tap) of sample ``b`` starts in the columns: per
+    sample (N, C*KH*KW, NPIX), or per row (C*KH*KW, N, NPIX)."""
+    if sample_major:
+        return (b * ckk + r) * npix
+    return (r * n + b) * npix
+
+
 @njit(cache=True, error_model='numpy')
 def _inside(n_in, n_out, stride, offset):
     """[lo, hi): the output positions q whose input position q*stride + offset lies
@@ -46,10 +55,7 @@ def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, cols, sample_major):
             for i in range(kh):
                 for j in range(kw):
                     r = (ci * kh + i) * kw + j
-                    if sample_major:
-                        rbase = (b * ckk + r) * npix
-                    else:
-                        rbase = (r * n + b) * npix
+                    rbase = _column_row(b, r, n, ckk, npix, sample_major)
                     off = j * dw - pl
                     q0, q1 = _inside(w, ow, sw, off)
                     for p in range(oh):
@@ -125,10 +131,7 @@ def _im2col_flat(xf, cf, n, c, h, w, kh, kw, pt, pl, dh, dw, oh, sample_major):
                 dr = i * dh - pt
                 for j in range(kw):
                     r = (ci * kh + i) * kw + j
-                    if sample_major:
-                        rbase = (b * ckk + r) * npix
-                    else:
-                        rbase = (r * n + b) * npix
+                    rbase = _column_row(b, r, n, ckk, npix, sample_major)
                     off = j * dw - pl
                     q0, q1 = _inside(w, w, 1, off)
                     start, end = _shifted_band(dr, off, q0, q1, h, w, oh)
@@ -167,10 +170,7 @@ def col2im(cols, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, gx, sample_major):
             for i in range(kh):
                 for j in range(kw):
                     r = (ci * kh + i) * kw + j
-                    if sample_major:
-                        rbase = (b * ckk + r) * npix
-                    else:
-                        rbase = (r * n + b) * npix
+                    rbase = _column_row(b, r, n, ckk, npix, sample_major)
                     off = j * dw - pl
                     q0, q1 = _inside(w, ow, sw, off)
                     for p in range(oh):
@@ -202,10 +202,7 @@ def _col2im_flat(cf, gf, n, c, h, w, kh, kw, pt, pl, dh, dw, oh, sample_major):
                 dr = i * dh - pt
                 for j in range(kw):
                     r = (ci * kh + i) * kw + j
-                    if sample_major:
-                        rbase = (b * ckk + r) * npix
-                    else:
-                        rbase = (r * n + b) * npix
+                    rbase = _column_row(b, r, n, ckk, npix, sample_major)
                     off = j * dw - pl
                     q0, q1 = _inside(w, w, 1, off)
                     start, end = _shifted_band(dr, off, q0, q1, h, w, oh)

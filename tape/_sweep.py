@@ -595,6 +595,21 @@ def _lone_target(tape, slot, n):
 _NO_TARGET = (None, np.empty(0), False)
 
 
+def _lone_record(tape, root, cache, make):
+    """(rule info, op, n, g0, g1, v, ax, x) of a one-record tape's record for the
+    one-record sweeps: the info from ``cache`` (``make`` fills it once per op),
+    None where it has none, the record did not make ``root`` or takes one
+    leaf on both inputs."""
+    op, go, n, g0, g1, v, ax, x = _UNPACK_REC(tape.rec)
+    try:
+        info = cache[op]
+    except KeyError:
+        info = make(op)
+    if info is None or go != root._goff or (g0 == g1 and g0 >= 0):
+        return None
+    return info, op, n, g0, g1, v, ax, x
+
+
 def _run_lone(tape, root, retain_graph, seed):
     """``y.backward(seed)`` where y's tape holds one elementwise record, of
     leaves without hooks (``y = f(x)``, a loss of one op): the record's chunk
@@ -607,13 +622,10 @@ def _run_lone(tape, root, retain_graph, seed):
     if tape.dead is not None or tape.dead_upto or tape.nonfloat_saved \
             or (tape.epoch != inplace_epoch[0] and tape.may_be_stale()):
         return False
-    op, go, n, g0, g1, v, ax, x = _UNPACK_REC(tape.rec)
-    try:
-        info = _lone_rules[op]
-    except KeyError:
-        info = _lone_rule(op)
-    if info is None or go != root._goff or (g0 == g1 and g0 >= 0):
+    rec = _lone_record(tape, root, _lone_rules, _lone_rule)
+    if rec is None:
         return False
+    info, op, n, g0, g1, v, ax, x = rec
     kern, has0, has1, saves = info
     dtype = root._data.dtype
     if seed is None:
@@ -756,13 +768,10 @@ def _run_lone_big(tape, root, retain_graph, seed):
     if tape.py or tape.dead is not None or tape.dead_upto \
             or (tape.epoch != inplace_epoch[0] and tape.may_be_stale()):
         return False
-    op, go, n, g0, g1, v, ax, x = _UNPACK_REC(tape.rec)
-    try:
-        info = _lone_big_rules[op]
-    except KeyError:
-        info = _lone_big_rule(op)
-    if info is None or go != root._goff or (g0 == g1 and g0 >= 0):
+    rec = _lone_record(tape, root, _lone_big_rules, _lone_big_rule)
+    if rec is None:
         return False
+    info, op, n, g0, g1, v, ax, x = rec
     kern, has0, has1, exact32 = info
     if type(seed) is not np.ndarray or seed.size != n or not seed.flags.c_contiguous:
         return False
