@@ -1029,15 +1029,28 @@ def _np_relu(x):
 _KERNEL32_FROM = 512
 
 
-def _kernel32(name, npf):
+# NumPy's float64 exp is vectorized only on AVX-512 CPUs; elsewhere it is a
+# scalar libm loop (~9 ns an element), and a compiled float64 pass
+# (compiler/activation_kernels.py's exp64, within 1 ulp as PyTorch's Sleef
+# exp) takes 2-4x less.
+_NP_SIMD_EXP64 = bool(getattr(getattr(np, '_core', None), '_multiarray_umath', None) and
+                      np._core._multiarray_umath.__cpu_features__.get('AVX512F'))
+
+
+def _kernel32(name, npf, name64=None):
     def f(x):
-        if type(x) is np.ndarray and x.dtype == np.float32 and x.size >= _KERNEL32_FROM \
-                and x.flags.c_contiguous:
-            out = empty_for(x)
-            if not getattr(kernels_of('activation_kernels'), name)(x.reshape(-1),
-                                                                   out.reshape(-1)):
+        if type(x) is np.ndarray and x.size >= _KERNEL32_FROM and x.flags.c_contiguous:
+            if x.dtype == np.float32:
+                out = empty_for(x)
+                if not getattr(kernels_of('activation_kernels'), name)(x.reshape(-1),
+                                                                       out.reshape(-1)):
+                    return out
+                # (sin and cos of an |x| beyond their kernel's range: NumPy's)
+            elif name64 is not None and x.dtype == np.float64:
+                out = empty_for(x)
+                getattr(kernels_of('activation_kernels'), name64)(x.reshape(-1),
+                                                                  out.reshape(-1))
                 return out
-            # (sin and cos of an |x| beyond their kernel's range: NumPy's)
         if type(x) is np.ndarray and x.nbytes >= POOL_FROM:
             return _pooled(npf, npf, x)      # into the pool, as _unary's ufuncs
         return npf(x)
@@ -1045,7 +1058,7 @@ def _kernel32(name, npf):
     return f
 
 
-_np_exp = _kernel32('exp32_fwd', np.exp)
+_np_exp = _kernel32('exp32_fwd', np.exp, None if _NP_SIMD_EXP64 else 'exp64_fwd')
 _np_log = _kernel32('log32_fwd', np.log)
 _np_sin = _kernel32('sin32_fwd', np.sin)
 _np_cos = _kernel32('cos32_fwd', np.cos)

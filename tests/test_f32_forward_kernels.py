@@ -76,6 +76,11 @@ def test_specials_match_torch(name):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
         ok = want == 0
+        if name == 'gelu':
+            # the sign of PyTorch's float32 gelu(x) underflowing to zero
+            # depends on its CPU kernel (-0.0 on AVX-512, +0.0 on AVX2); its
+            # float64 gelu, and x * Phi(x), give -0.0 for x < 0
+            want = ft(torch.tensor(x, dtype=torch.float64)).numpy()
         np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
     assert TF.gelu(tape.tensor(np.full(40, np.inf, np.float32))).numpy()[0] == np.inf
 

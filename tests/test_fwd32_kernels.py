@@ -102,8 +102,11 @@ def test_sin_cos_beyond_kernel_range_take_numpy():
 
 
 def test_float64_keeps_numpy():
+    # (float64 exp takes a kernel where NumPy's is not vectorized:
+    # tests/test_exp64_kernel.py)
+    from tape._ops import _NP_SIMD_EXP64
     x = np.random.default_rng(5).uniform(0.1, 50.0, N)
-    for name in ('exp', 'log', 'sin', 'cos'):
+    for name in ('exp', 'log', 'sin', 'cos') if _NP_SIMD_EXP64 else ('log', 'sin', 'cos'):
         assert np.array_equal(getattr(tape, name)(tape.tensor(x)).numpy(), getattr(np, name)(x))
 
 
