@@ -637,18 +637,6 @@ def elu_tail(x, alpha, e):
 
 
 @njit(cache=True, error_model='numpy')
-def softplus_tail(x, beta, threshold, divide, s):
-    """s = x where x * beta > threshold, else s (/ beta when ``divide``); s holds
-    log1p(exp(x * beta)), in place."""
-    for i in range(x.shape[0]):
-        v = x[i]
-        if v * beta > threshold:
-            s[i] = v
-        elif divide:
-            s[i] = s[i] / beta
-
-
-@njit(cache=True, error_model='numpy')
 def even_weights_rows(x, v, w):
     """Per row i of the 2-d x: w[i, j] = 1 / (number of ties) where x[i, j] ties
     the row's extreme v[i] (is NaN, for a NaN v), else 0.  The ratio is taken in

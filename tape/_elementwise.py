@@ -295,23 +295,43 @@ def gelu(a, approximate='none'):
     return _leaf(out)
 
 
+# the largest float32/float64 y whose exp is finite (compiler/softplus_kernels.py)
+_SOFTPLUS_OVF = {np.dtype(np.float32): 88.72283172607421875,
+                 np.dtype(np.float64): 709.782712893384}
+
+
+def _softplus_compiled(d, beta, threshold):
+    """softplus of a C-contiguous float32/float64 array in one compiled pass
+    (compiler/softplus_kernels.py: NumPy's log1p is a scalar libm loop on an
+    AVX2 CPU, ~20 ns an element), or None where it does not apply.  Any size:
+    the call costs ~1.3 us against NumPy's ~7 us for three ufuncs on 16 elements."""
+    if not (type(d) is np.ndarray and d.flags.c_contiguous
+            and (d.dtype == np.float32 or d.dtype == np.float64)
+            and type(beta) in (int, float) and type(threshold) in (int, float)
+            and beta != 0 and math.isfinite(beta)):
+        return None
+    dt = d.dtype
+    if threshold == math.inf:
+        ovf = math.inf                  # no threshold: the overflow-free form throughout
+    elif abs(threshold) <= np.finfo(dt).max:
+        ovf = _SOFTPLUS_OVF[dt]         # PyTorch's log1p(exp(y)) overflows there
+    else:
+        return None
+    k = kernels_of('softplus_kernels')
+    fn = k.softplus32_fwd if dt == np.float32 else k.softplus64_fwd
+    T = dt.type
+    out = empty_for(d)
+    fn(d.reshape(-1), T(beta), T(threshold), T(ovf), beta != 1, out.reshape(-1))
+    return out
+
+
 def softplus(a, beta=1.0, threshold=20.0):
     a = _floats_only(_t(a), 'softplus_cpu')
     d = a._data
     dt = np.asarray(d).dtype
-    if _fast(d) and type(beta) in (int, float) and type(threshold) in (int, float) \
-            and abs(threshold) <= np.finfo(dt).max and beta != 0:
-        # log1p(exp(beta x)) by NumPy in one buffer, then one pass for the
-        # threshold's select and the division: the same float operations in d's
-        # dtype (the comparison too: NumPy compares with the threshold in d's dtype)
-        from compiler.kernels import softplus_tail
-        b = dt.type(beta)
-        sp = np.multiply(d, b)
-        with np.errstate(all='ignore'):
-            np.exp(sp, out=sp)
-            np.log1p(sp, out=sp)
-            softplus_tail(d.reshape(-1), b, dt.type(threshold), beta != 1, sp.reshape(-1))
-        return _with_const('softplus', a, sp, beta, threshold)
+    out = _softplus_compiled(d, beta, threshold)
+    if out is not None:
+        return _with_const('softplus', a, out, beta, threshold)
     with np.errstate(all='ignore'):
         y = d * dt.type(beta) if dt.kind == 'f' else d * beta
         if threshold == math.inf:

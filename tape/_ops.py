@@ -1018,14 +1018,26 @@ def _recip1p(e):
 
 
 def _np_relu(x):
-    return np.maximum(x, 0) if type(x) is np.ndarray else (x if x > 0 else x * 0)
+    if type(x) is np.ndarray:
+        dt = x.dtype
+        if x.size >= _KERNEL32_FROM and (dt == np.float32 or dt == np.float64) \
+                and x.flags.c_contiguous:
+            # one compiled select (compiler/activation_kernels.py): np.maximum
+            # takes 4x as long on an AVX2 CPU (256K float32: 220 -> 49 us)
+            out = empty_for(x)
+            kernels_of('activation_kernels').relu_fwd(x.reshape(-1), dt.type(0),
+                                                      out.reshape(-1))
+            return out
+        return np.maximum(x, 0)
+    return x if x > 0 else x * 0
 
 
-# float32 exp, log, sin and cos of this many elements or more: one compiled
-# float32 pass 16 lanes wide (compiler/activation_kernels.py, within ~1.6 ulp
-# as PyTorch's Sleef ones) instead of NumPy's ~0.45 ns an element
-# (256K elements: exp 125 -> 90 us, log 118 -> 109, sin 146 -> 108); below it
-# the kernel call's overhead eats the gain.
+# float32 exp, log, sin, cos and tanh of this many elements or more: one
+# compiled float32 pass 16 lanes wide (compiler/activation_kernels.py, within
+# ~1.6 ulp as PyTorch's Sleef ones) instead of NumPy's ~0.45 ns an element
+# (256K elements: exp 125 -> 90 us, log 118 -> 109, sin 146 -> 108; tanh,
+# scalar in NumPy on an AVX2 CPU, 1040 -> 310); below it the kernel call's
+# overhead eats the gain.
 _KERNEL32_FROM = 512
 
 
@@ -1062,6 +1074,7 @@ _np_exp = _kernel32('exp32_fwd', np.exp, None if _NP_SIMD_EXP64 else 'exp64_fwd'
 _np_log = _kernel32('log32_fwd', np.log)
 _np_sin = _kernel32('sin32_fwd', np.sin)
 _np_cos = _kernel32('cos32_fwd', np.cos)
+_np_tanh = _kernel32('tanh32_fwd', np.tanh)
 
 
 neg = _unary('neg', np.negative)
@@ -1070,7 +1083,7 @@ log = _unary('log', _np_log)
 sqrt = _unary('sqrt', np.sqrt)
 sin = _unary('sin', _np_sin)
 cos = _unary('cos', _np_cos)
-tanh = _unary('tanh', np.tanh)
+tanh = _unary('tanh', _np_tanh)
 sigmoid = _unary('sigmoid', _np_sigmoid)
 relu = _unary('relu', _np_relu)
 abs_ = _unary('abs', np.abs)

@@ -41,7 +41,13 @@ def _check(xs, ts, dtype):
     for x, t in zip(xs, ts):
         assert x.grad is not None and t.grad is not None
         assert x.grad.dtype == x.dtype if hasattr(x.grad, 'dtype') else True
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), **_tol(dtype))
+        want = t.grad.numpy()
+        tol = _tol(dtype)
+        if dtype == np.float32:
+            # an entry that cancels carries the float32 rounding of its largest
+            # terms (~|grad|'s scale): the two libraries' tanh differ by an ulp
+            tol['atol'] = max(tol['atol'], 1e-6 * float(np.abs(want).max(initial=0.0)))
+        np.testing.assert_allclose(x.grad.numpy(), want, **tol)
 
 
 @pytest.mark.parametrize('dtype', DTYPES)

@@ -1,4 +1,4 @@
-"""float32 forwards of exp, log, sin, cos, sigmoid, silu and gelu through their
+"""float32 forwards of exp, log, sin, cos, tanh, sigmoid, silu and gelu through their
 compiled kernels (compiler/activation_kernels.py): within a few ulp of the
 float64 value rounded, NaN and infinities as PyTorch's, and their gradients."""
 import numpy as np
@@ -49,6 +49,8 @@ CASES = [
     ('cos', np.cos, -100.0, 100.0, 2.0),
     ('sin', np.sin, -65536.0, 65536.0, 2.0),
     ('cos', np.cos, -65536.0, 65536.0, 2.0),
+    ('tanh', np.tanh, -12.0, 12.0, 1.5),
+    ('tanh', np.tanh, -0.7, 0.7, 1.5),
 ]
 
 
@@ -78,7 +80,7 @@ def test_unary_float32_ulps_and_torch(name, f64, lo, hi, ulps):
         assert (tape.cos(tape.tensor(-x)).numpy()[~np.isnan(x)] == got[~np.isnan(x)]).all()
 
 
-@pytest.mark.parametrize('name', ['exp', 'log', 'sin', 'cos'])
+@pytest.mark.parametrize('name', ['exp', 'log', 'sin', 'cos', 'tanh'])
 def test_small_and_strided_float32_keep_numpy_results(name):
     x = np.abs(_inputs(3, -4.0, 4.0)[50:]) + F32(0.5)
     small = x[:100]
@@ -106,7 +108,8 @@ def test_float64_keeps_numpy():
     # tests/test_exp64_kernel.py)
     from tape._ops import _NP_SIMD_EXP64
     x = np.random.default_rng(5).uniform(0.1, 50.0, N)
-    for name in ('exp', 'log', 'sin', 'cos') if _NP_SIMD_EXP64 else ('log', 'sin', 'cos'):
+    for name in ('exp', 'log', 'sin', 'cos', 'tanh') if _NP_SIMD_EXP64 else \
+            ('log', 'sin', 'cos', 'tanh'):
         assert np.array_equal(getattr(tape, name)(tape.tensor(x)).numpy(), getattr(np, name)(x))
 
 
@@ -124,7 +127,7 @@ def test_activations_float32_vs_torch(name):
     assert (np.isnan(got) == np.isnan(want))[x != np.inf].all()
 
 
-@pytest.mark.parametrize('name', ['exp', 'log', 'sin', 'cos'])
+@pytest.mark.parametrize('name', ['exp', 'log', 'sin', 'cos', 'tanh'])
 def test_gradients_float32(name):
     x = np.random.default_rng(7).uniform(0.2, 3.0, (64, 64)).astype(F32)
     a = tape.tensor(x, requires_grad=True)
