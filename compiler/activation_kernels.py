@@ -78,6 +78,15 @@ def fill_where_fwd(c, v, y, out):
 
 
 @njit(cache=True, error_model='numpy')
+def keep_where_fwd(c, y, v, out):
+    """out = y where c, else v (where's backward: the gradient's selected part)."""
+    _wide()
+    for i in range(y.shape[0]):
+        b = y[i]
+        out[i] = b if c[i] else v
+
+
+@njit(cache=True, error_model='numpy')
 def clamp_fwd(x, lo, hi, out):
     """out = minimum(maximum(x, lo), hi) with NumPy's NaN propagation (a NaN in x
     stays NaN; lo and hi, in x's dtype, are not NaN)."""

