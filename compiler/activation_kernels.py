@@ -248,6 +248,21 @@ _i32_sra = _i32_binop('ashr')
 # --- float32 log, sin and cos forwards (tape/_ops.py), the same way: NumPy's
 # float32 log and sin take ~0.4-0.5 ns an element, these about half that.
 
+@njit(cache=True, inline='always', error_model='numpy')
+def logf_series(f, z):
+    """Cephes logf's polynomial part of log(1 + f), f * z * P(f) with z = f * f,
+    for f in [sqrt(1/2) - 1, sqrt 2 - 1] (log32_fwd, softplus's log1p)."""
+    y = _fma(F32(7.0376836292E-2), f, F32(-1.1514610310E-1))
+    y = _fma(y, f, F32(1.1676998740E-1))
+    y = _fma(y, f, F32(-1.2420140846E-1))
+    y = _fma(y, f, F32(1.4249322787E-1))
+    y = _fma(y, f, F32(-1.6668057665E-1))
+    y = _fma(y, f, F32(2.0000714765E-1))
+    y = _fma(y, f, F32(-2.4999993993E-1))
+    y = _fma(y, f, F32(3.3333331174E-1))
+    return y * f * z
+
+
 @njit(cache=True, error_model='numpy')
 def log32_fwd(x, out):
     """logf(x) within 1 ulp: x = 2**e m with m in [sqrt(1/2), sqrt 2) from the
@@ -264,15 +279,7 @@ def log32_fwd(x, out):
         f = _bits_as_f32(_i32_add(_i32_and(ix, np.int32(0x007FFFFF)), np.int32(0x3F3504F3))) \
             - F32(1.0)
         z = f * f
-        y = _fma(F32(7.0376836292E-2), f, F32(-1.1514610310E-1))
-        y = _fma(y, f, F32(1.1676998740E-1))
-        y = _fma(y, f, F32(-1.2420140846E-1))
-        y = _fma(y, f, F32(1.4249322787E-1))
-        y = _fma(y, f, F32(-1.6668057665E-1))
-        y = _fma(y, f, F32(2.0000714765E-1))
-        y = _fma(y, f, F32(-2.4999993993E-1))
-        y = _fma(y, f, F32(3.3333331174E-1))
-        y = y * f * z
+        y = logf_series(f, z)
         y = _fma(e, F32(-2.12194440e-4), y)
         y = _fma(F32(-0.5), z, y)
         r = _fma(e, F32(0.693359375), f + y)

@@ -33,7 +33,8 @@ Compiled on first use (``cache=True``), never at import.
 import numpy as np
 from numba import njit
 
-from compiler.activation_kernels import _wide, exp64
+from compiler.activation_kernels import _wide, exp64, logf_series
+from compiler.f64_kernels import _LN2_HI, _LN2_LO, log_series
 from compiler.softmax_kernels import _fma, exp32
 
 F32 = np.float32
@@ -52,30 +53,11 @@ def _log1p01_32(e):
     c = _fma(e, F32(0.5), F32(-0.5) - f) if big else F32(0.0)
     k = F32(1.0) if big else F32(0.0)
     z = f * f
-    y = _fma(F32(7.0376836292E-2), f, F32(-1.1514610310E-1))
-    y = _fma(y, f, F32(1.1676998740E-1))
-    y = _fma(y, f, F32(-1.2420140846E-1))
-    y = _fma(y, f, F32(1.4249322787E-1))
-    y = _fma(y, f, F32(-1.6668057665E-1))
-    y = _fma(y, f, F32(2.0000714765E-1))
-    y = _fma(y, f, F32(-2.4999993993E-1))
-    y = _fma(y, f, F32(3.3333331174E-1))
-    y = y * f * z
+    y = logf_series(f, z)
     y = _fma(c, F32(1.0) - f, y)
     y = _fma(k, F32(-2.12194440e-4), y)
     y = _fma(F32(-0.5), z, y)
     return _fma(k, F32(0.693359375), f + y)
-
-
-_LG1 = 6.666666666666735130e-01
-_LG2 = 3.999999999940941908e-01
-_LG3 = 2.857142874366239149e-01
-_LG4 = 2.222219843214978396e-01
-_LG5 = 1.818357216161805012e-01
-_LG6 = 1.531383769920937332e-01
-_LG7 = 1.479819860511658591e-01
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
 
 
 @njit(cache=True, inline='always', error_model='numpy')
@@ -88,11 +70,7 @@ def _log1p01_64(e):
     c = _fma(e, 0.5, -0.5 - f) if big else 0.0
     k = 1.0 if big else 0.0
     s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    t1 = w * _fma(w, _fma(w, _LG6, _LG4), _LG2)
-    t2 = z * _fma(w, _fma(w, _fma(w, _LG7, _LG5), _LG3), _LG1)
-    r = t2 + t1
+    r = log_series(s)
     hfsq = 0.5 * f * f
     return _fma(k, _LN2_HI, -((hfsq - _fma(s, hfsq + r, _fma(k, _LN2_LO, c * (1.0 - f)))) - f))
 

@@ -834,6 +834,9 @@ def _escaped(tape, outs, targs, proxies):
 
 
 def _trace_once(fn, args, kwargs, gen, rng_state):
+    # numba before the trace's patches: an op that loads a kernel module imports
+    # it, and its import reads builtins.print, which the trace replaces
+    import numba  # noqa: F401
     from compiler.replaygen import replayable
     from . import _rng
     from ._tape import inplace_epoch

@@ -1050,6 +1050,11 @@ _NP_SIMD_EXP64 = bool(getattr(getattr(np, '_core', None), '_multiarray_umath', N
 
 
 def _kernel32(name, npf, name64=None):
+    # name64: a float64 kernel, 'module.kernel' (compiler/) or one of
+    # activation_kernels; it returns nonzero where NumPy's result is wanted
+    mod64, _, name64 = name64.rpartition('.') if name64 else ('', '', None)
+    mod64 = mod64 or 'activation_kernels'
+
     def f(x):
         if type(x) is np.ndarray and x.size >= _KERNEL32_FROM and x.flags.c_contiguous:
             if x.dtype == np.float32:
@@ -1060,9 +1065,9 @@ def _kernel32(name, npf, name64=None):
                 # (sin and cos of an |x| beyond their kernel's range: NumPy's)
             elif name64 is not None and x.dtype == np.float64:
                 out = empty_for(x)
-                getattr(kernels_of('activation_kernels'), name64)(x.reshape(-1),
-                                                                  out.reshape(-1))
-                return out
+                if not getattr(kernels_of(mod64), name64)(x.reshape(-1), out.reshape(-1)):
+                    return out
+                # (sin and cos of an |x| beyond their kernel's range: NumPy's)
         if type(x) is np.ndarray and x.nbytes >= POOL_FROM:
             return _pooled(npf, npf, x)      # into the pool, as _unary's ufuncs
         return npf(x)
@@ -1071,10 +1076,10 @@ def _kernel32(name, npf, name64=None):
 
 
 _np_exp = _kernel32('exp32_fwd', np.exp, None if _NP_SIMD_EXP64 else 'exp64_fwd')
-_np_log = _kernel32('log32_fwd', np.log)
-_np_sin = _kernel32('sin32_fwd', np.sin)
-_np_cos = _kernel32('cos32_fwd', np.cos)
-_np_tanh = _kernel32('tanh32_fwd', np.tanh)
+_np_log = _kernel32('log32_fwd', np.log, None if _NP_SIMD_EXP64 else 'f64_kernels.log64_fwd')
+_np_sin = _kernel32('sin32_fwd', np.sin, None if _NP_SIMD_EXP64 else 'f64_kernels.sin64_fwd')
+_np_cos = _kernel32('cos32_fwd', np.cos, None if _NP_SIMD_EXP64 else 'f64_kernels.cos64_fwd')
+_np_tanh = _kernel32('tanh32_fwd', np.tanh, None if _NP_SIMD_EXP64 else 'f64_kernels.tanh64_fwd')
 
 
 neg = _unary('neg', np.negative)
