@@ -1041,10 +1041,10 @@ def _np_relu(x):
 _KERNEL32_FROM = 512
 
 
-# NumPy's float64 exp is vectorized only on AVX-512 CPUs; elsewhere it is a
-# scalar libm loop (~9 ns an element), and a compiled float64 pass
-# (compiler/activation_kernels.py's exp64, within 1 ulp as PyTorch's Sleef
-# exp) takes 2-4x less.
+# NumPy's float64 exp, log, sin, cos and tanh are vectorized only on AVX-512
+# CPUs; elsewhere they are scalar libm loops (~9-20 ns an element), and
+# compiled float64 passes (compiler/activation_kernels.py's exp64, Sleef's;
+# compiler/f64_kernels.py, fdlibm's and Cephes'; within 1.3 ulp) take 2-6x less.
 _NP_SIMD_EXP64 = bool(getattr(getattr(np, '_core', None), '_multiarray_umath', None) and
                       np._core._multiarray_umath.__cpu_features__.get('AVX512F'))
 
