@@ -16,7 +16,7 @@ from numba.extending import intrinsic
 
 from compiler.kernels32 import _bits_as_f32
 from compiler.softmax_kernels import (_EXP_BIAS, _ROUND, _ROUND_BITS, _TWO_M64, _f32_bits, _fma,
-                                      exp32)
+                                      exp32, exp_poly32)
 
 F32 = np.float32
 
@@ -182,12 +182,7 @@ def _exp_split32(h, lo):
     k = kb - _ROUND
     r = _fma(k, F32(-0.693359375), h)
     r = _fma(k, F32(2.12194440e-4), r) + lo
-    p = _fma(F32(1.9875691500E-4), r, F32(1.3981999507E-3))
-    p = _fma(p, r, F32(8.3334519073E-3))
-    p = _fma(p, r, F32(4.1665795894E-2))
-    p = _fma(p, r, F32(1.6666665459E-1))
-    p = _fma(p, r, F32(5.0000001201E-1))
-    p = _fma(p, r * r, r) + F32(1.0)
+    p = exp_poly32(r)
     return p * _bits_as_f32((_f32_bits(kb) << 23) + _EXP_BIAS) * _TWO_M64
 
 

@@ -99,6 +99,18 @@ _ROUND_BITS = np.int32(0x4B400000)  # which its bits then hold (minus these)
 
 
 @njit(cache=True, inline='always', error_model='numpy')
+def exp_poly32(r):
+    """exp(r) for |r| <= ln2 / 2 (and a little beyond): Cephes expf's
+    polynomial in fused multiply-adds (exp32, _exp_nonpos32, gelu's exp)."""
+    p = _fma(F32(1.9875691500E-4), r, F32(1.3981999507E-3))
+    p = _fma(p, r, F32(8.3334519073E-3))
+    p = _fma(p, r, F32(4.1665795894E-2))
+    p = _fma(p, r, F32(1.6666665459E-1))
+    p = _fma(p, r, F32(5.0000001201E-1))
+    return _fma(p, r * r, r) + F32(1.0)
+
+
+@njit(cache=True, inline='always', error_model='numpy')
 def exp32(x):
     """expf(x) within 1 ulp: x = k ln2 + r (Cody-Waite), Cephes expf's
     polynomial for exp(r) in fused multiply-adds, times 2**k from its bits in
@@ -111,12 +123,7 @@ def exp32(x):
     k = kb - _ROUND
     r = _fma(k, F32(-0.693359375), xc)
     r = _fma(k, F32(2.12194440e-4), r)
-    p = _fma(F32(1.9875691500E-4), r, F32(1.3981999507E-3))
-    p = _fma(p, r, F32(8.3334519073E-3))
-    p = _fma(p, r, F32(4.1665795894E-2))
-    p = _fma(p, r, F32(1.6666665459E-1))
-    p = _fma(p, r, F32(5.0000001201E-1))
-    p = _fma(p, r * r, r) + F32(1.0)
+    p = exp_poly32(r)
     ki = _f32_bits(kb) - _ROUND_BITS
     k1 = ki >> 1
     k2 = ki - k1
@@ -140,12 +147,7 @@ def _exp_nonpos32(x):
     k = kb - _ROUND
     r = _fma(k, F32(-0.693359375), xc)
     r = _fma(k, F32(2.12194440e-4), r)
-    p = _fma(F32(1.9875691500E-4), r, F32(1.3981999507E-3))
-    p = _fma(p, r, F32(8.3334519073E-3))
-    p = _fma(p, r, F32(4.1665795894E-2))
-    p = _fma(p, r, F32(1.6666665459E-1))
-    p = _fma(p, r, F32(5.0000001201E-1))
-    p = _fma(p, r * r, r) + F32(1.0)
+    p = exp_poly32(r)
     return p * _bits_as_f32((_f32_bits(kb) << 23) + _EXP_BIAS) * _TWO_M64
 
 
