@@ -6,14 +6,18 @@ or store them there when set_a / set_b is true (the first writer of a fresh
 gradient: no zero-fill, no read).  Where every array a formula touches is
 float32, it runs in float32 with compiler/kernels32.py's helpers (as PyTorch
 computes a float32 backward); sin/cos only after checking their argument is in
-the range those helpers are exact for.  Each kernel is compiled (or loaded from
-the cache) the first time a large tensor needs it.
+the range those helpers are exact for.  Float64 sin/cos likewise take
+compiler/f64_kernels.py's sin64/cos64 (Numba compiles math.sin to a scalar libm
+call per element; these vectorize) where their argument is in range.  Each
+kernel is compiled (or loaded from the cache) the first time a large tensor
+needs it.
 """
 import math
 
 from numba import njit
 
 from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, vexp, where_pos, xlogy_safe, zero  # noqa: F401
+from compiler.f64_kernels import cos64, sin64, trig64_ok  # noqa: F401
 from compiler.kernels32 import F32, cos32, cosh32, eq32, erf32, ge32, inv0_32, sigmoid32, sign32, sin32, sinh32, sqrt32, step32, trig32_ok, vexp32, where_pos32, zero32  # noqa: F401
 
 
@@ -614,6 +618,13 @@ def vjp_sin(g, a, b, out, c, d, ga, gb, set_a, set_b):
             else:
                 for i in range(n):
                     ga[i] += g[i] * cos32(a[i])
+        elif g.itemsize == 8 and a.itemsize == 8 and ga.itemsize == 8 and trig64_ok(a):
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * cos64(a[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * cos64(a[i])
         elif set_a:
             for i in range(n):
                 ga[i] = g[i] * math.cos(a[i])
@@ -634,6 +645,13 @@ def vjp_cos(g, a, b, out, c, d, ga, gb, set_a, set_b):
             else:
                 for i in range(n):
                     ga[i] += -g[i] * sin32(a[i])
+        elif g.itemsize == 8 and a.itemsize == 8 and ga.itemsize == 8 and trig64_ok(a):
+            if set_a:
+                for i in range(n):
+                    ga[i] = -g[i] * sin64(a[i])
+            else:
+                for i in range(n):
+                    ga[i] += -g[i] * sin64(a[i])
         elif set_a:
             for i in range(n):
                 ga[i] = -g[i] * math.sin(a[i])

@@ -13,7 +13,7 @@ import ast
 import os
 import sys
 
-from compiler.codegen import _KERNEL_HELPERS, _Subst, write_or_check
+from compiler.codegen import _KERNEL_HELPERS, _Subst, _To64, write_or_check
 from tape._rules import RULES
 
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_chunk_generated.py')
@@ -26,14 +26,18 @@ or store them there when set_a / set_b is true (the first writer of a fresh
 gradient: no zero-fill, no read).  Where every array a formula touches is
 float32, it runs in float32 with compiler/kernels32.py's helpers (as PyTorch
 computes a float32 backward); sin/cos only after checking their argument is in
-the range those helpers are exact for.  Each kernel is compiled (or loaded from
-the cache) the first time a large tensor needs it.
+the range those helpers are exact for.  Float64 sin/cos likewise take
+compiler/f64_kernels.py's sin64/cos64 (Numba compiles math.sin to a scalar libm
+call per element; these vectorize) where their argument is in range.  Each
+kernel is compiled (or loaded from the cache) the first time a large tensor
+needs it.
 """
 import math
 
 from numba import njit
 
 from compiler.kernels import {helpers}  # noqa: F401
+from compiler.f64_kernels import cos64, sin64, trig64_ok  # noqa: F401
 '''
 
 
@@ -47,6 +51,18 @@ def _expr32(formula, slots):
         return ast.unparse(_To32(guards).visit(tree)), sorted(guards)
     except ValueError:
         return None, None
+
+
+def _expr64(formula, slots):
+    """A formula with its guarded float64 helpers and their checks, or (None,
+    None) where it calls none (the plain float64 form is then the only one)."""
+    tree = _Subst(slots).visit(ast.parse(formula, mode='eval'))
+    guards = set()
+    try:
+        expr = ast.unparse(_To64(guards).visit(tree))
+    except ValueError:
+        return None, None
+    return (expr, sorted(guards)) if guards else (None, None)
 
 
 def _kernel(rule):
@@ -69,26 +85,42 @@ def _kernel(rule):
         expr = ast.unparse(_Subst(slots).visit(ast.parse(formula, mode='eval')))
         lines.append(f'    if {target}.shape[0]:')
         expr32, guards = _expr32(formula, slots32)
+        branch = 'if'
         if expr32 is not None:
-            arrays = ['g'] + [{'a': 'a', 'b': 'b', 'out': 'out'}[x] for x in ('a', 'b', 'out')
-                              if x in _names(formula)] + [target]
-            cond = ' and '.join([f'{x}.itemsize == 4' for x in arrays]
-                                + [f'{fn}({arr})' for fn, arr in guards])
-            lines += [f'        if {cond}:']
-            lines += [f'            k_{x} = F32({x})' for x in rule.consts]
-            lines += [f'            if {flag}:',
-                      '                for i in range(n):',
-                      f'                    {target}[i] = {expr32}',
-                      '            else:',
-                      '                for i in range(n):',
-                      f'                    {target}[i] += {expr32}']
-        lines += [f'        {"elif" if expr32 is not None else "if"} {flag}:',
+            lines += _branch(branch, _dtype_test(formula, target, 4, guards),
+                             [f'k_{x} = F32({x})' for x in rule.consts], target, flag, expr32)
+            branch = 'elif'
+        expr64, guards64 = _expr64(formula, slots)
+        if expr64 is not None:
+            lines += _branch(branch, _dtype_test(formula, target, 8, guards64), [],
+                             target, flag, expr64)
+            branch = 'elif'
+        lines += [f'        {branch} {flag}:',
                   '            for i in range(n):',
                   f'                {target}[i] = {expr}',
                   '        else:',
                   '            for i in range(n):',
                   f'                {target}[i] += {expr}']
     return '\n'.join(lines) + '\n'
+
+
+def _dtype_test(formula, target, itemsize, guards):
+    """The test for a branch: every array the formula and its target touch has
+    ``itemsize``, and each guarded helper's argument passes its check."""
+    arrays = ['g'] + [x for x in ('a', 'b', 'out') if x in _names(formula)] + [target]
+    return ' and '.join([f'{x}.itemsize == {itemsize}' for x in arrays]
+                        + [f'{fn}({arr})' for fn, arr in guards])
+
+
+def _branch(keyword, test, pre, target, flag, expr):
+    """Kernel lines: ``keyword test:``, then ``pre`` and the store / add loops."""
+    return ([f'        {keyword} {test}:'] + [f'            {line}' for line in pre]
+            + [f'            if {flag}:',
+               '                for i in range(n):',
+               f'                    {target}[i] = {expr}',
+               '            else:',
+               '                for i in range(n):',
+               f'                    {target}[i] += {expr}'])
 
 
 def _names(formula):

@@ -168,6 +168,34 @@ def sweep(R, G, V, A, reach, start, stop):
 '''
 
 
+# float64 helpers exact only within a range of their argument (compiler/f64_kernels.py;
+# as compiler/kernels32.py's GUARDED32): the large-tensor kernels take them where a
+# check of the argument array passes (compiler/chunkgen.py, compiler/fuse.py):
+# (formula helper, float64 helper, checking function)
+GUARDED64 = {'math.sin': ('sin64', 'trig64_ok'), 'math.cos': ('cos64', 'trig64_ok')}
+
+
+class _To64(ast.NodeTransformer):
+    """A float64 kernel expression with GUARDED64's helpers in place of the libm
+    calls; collects (checking function, array name) pairs in ``guards``.
+    Raises ValueError where a guarded call's argument is not an array element."""
+
+    def __init__(self, guards):
+        self.guards = guards
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        hit = GUARDED64.get(ast.unparse(node.func))
+        if hit is None:
+            return node
+        arg = node.args[0] if len(node.args) == 1 else None
+        if not (isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name)):
+            raise ValueError(ast.unparse(node))
+        self.guards.add((hit[1], arg.value.id))
+        node.func = ast.Name(hit[0], ast.Load())
+        return node
+
+
 class _Subst(ast.NodeTransformer):
     """A formula's names replaced per ``slots`` and its functions per ``funcs``
     (the Numba spelling of each formula function)."""

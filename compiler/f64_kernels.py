@@ -179,6 +179,40 @@ def _count_far64(x):
     return bad
 
 
+@njit(cache=True, inline='always', error_model='numpy')
+def sin64(v):
+    """sin(v) within ~1 ulp (NaN gives NaN, -0.0 stays -0.0) for |v| <=
+    TRIG_MAX64; a caller checks its arguments first (``trig64_ok``)."""
+    v = float(v)
+    ax = abs(v)
+    z, zz, n = _reduce_pio2_64(ax if ax == ax else 0.0)
+    s, c = _sin_cos64(z, zz)
+    r = c if n & 1 else s
+    r = -r if n & 2 else r
+    r = np.copysign(1.0, v) * r             # odd
+    return r if v == v else v
+
+
+@njit(cache=True, inline='always', error_model='numpy')
+def cos64(v):
+    """cos(v) within ~1 ulp (NaN gives NaN) for |v| <= TRIG_MAX64 (as ``sin64``)."""
+    v = float(v)
+    ax = abs(v)
+    z, zz, n = _reduce_pio2_64(ax if ax == ax else 0.0)
+    s, c = _sin_cos64(z, zz)
+    r = s if n & 1 else c
+    r = -r if (n + 1) & 2 else r
+    return r if v == v else v
+
+
+@njit(cache=True, error_model='numpy')
+def trig64_ok(x):
+    """Is every element of x NaN or within +-TRIG_MAX64 (so sin64 and cos64
+    apply)?  The float64 chunk kernels of sin's and cos's backward
+    (compiler/_chunk_generated.py) check their argument with it."""
+    return _count_far64(x) == 0
+
+
 @njit(cache=True, error_model='numpy')
 def sin64_fwd(x, out):
     """sin(x) within ~1 ulp (NaN gives NaN, -0.0 stays -0.0) when every
@@ -189,14 +223,7 @@ def sin64_fwd(x, out):
     if bad:
         return bad
     for i in range(x.shape[0]):
-        v = x[i]
-        ax = abs(v)
-        z, zz, n = _reduce_pio2_64(ax if ax == ax else 0.0)
-        s, c = _sin_cos64(z, zz)
-        r = c if n & 1 else s
-        r = -r if n & 2 else r
-        r = np.copysign(1.0, v) * r             # odd
-        out[i] = r if v == v else v
+        out[i] = sin64(x[i])
     return 0
 
 
@@ -209,11 +236,5 @@ def cos64_fwd(x, out):
     if bad:
         return bad
     for i in range(x.shape[0]):
-        v = x[i]
-        ax = abs(v)
-        z, zz, n = _reduce_pio2_64(ax if ax == ax else 0.0)
-        s, c = _sin_cos64(z, zz)
-        r = s if n & 1 else c
-        r = -r if (n + 1) & 2 else r
-        out[i] = r if v == v else v
+        out[i] = cos64(x[i])
     return 0

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 
-from compiler.codegen import _KERNEL_HELPERS, _Subst
+from compiler.codegen import _KERNEL_HELPERS, _Subst, _To64
 
 _log = logging.getLogger('tape')
 
@@ -241,15 +241,41 @@ def source(run):
     lines = ["@njit(cache=True, error_model='numpy')",
              f'def fused({", ".join(args)}):']
     lines += ['    ' + line for line in pre]
+    body64, guards = (None, None) if f32 else _guarded64(body)
+    if body64 is not None:
+        # float64 sin/cos by compiler/f64_kernels.py's vectorizing helpers where
+        # their saved arguments are in range; else by libm, as before
+        checks = ' and '.join(f'{fn}({arr})' for fn, arr in guards)
+        lines += [f'    if {checks}:', '        for i in range(n):']
+        lines += ['            ' + line for line in body64]
+        lines += ['        return']
     lines += ['    for i in range(n):']
     lines += ['        ' + line for line in body]
     header = HEADER.replace('{helpers}', ', '.join(_KERNEL_HELPERS))
+    if body64 is not None:
+        header += 'from compiler.f64_kernels import cos64, sin64, trig64_ok  # noqa: F401\n\n\n'
     if f32:
         from compiler.kernels32 import HELPERS32
         header += ('from compiler.kernels32 import F32, '
                    + ', '.join(sorted(set(HELPERS32.values()) - {'abs'}))
                    + '  # noqa: F401\n\n\n')
     return header + '\n'.join(lines) + '\n'
+
+
+def _guarded64(body):
+    """The loop body with codegen's GUARDED64 helpers in place of math.sin and
+    math.cos, and the (check, array) pairs to test first; (None, None) where
+    it calls neither, or calls one on anything but a saved array's element."""
+    if not any('math.sin(' in line or 'math.cos(' in line for line in body):
+        return None, None
+    guards = set()
+    try:
+        out = [ast.unparse(_To64(guards).visit(ast.parse(line))) for line in body]
+    except ValueError:
+        return None, None
+    if not all(arr.startswith('S') for _, arr in guards):
+        return None, None
+    return out, sorted(guards)
 
 
 def kernel(run):
@@ -279,15 +305,15 @@ def kernel(run):
 
 
 def _stamp():
-    """A digest of the compiled code generated kernels import (compiler/kernels.py
-    and compiler/_replay_generated.py): Numba's cache of a generated file knows
+    """A digest of the compiled code generated kernels import (compiler/kernels.py,
+    compiler/f64_kernels.py and what they import): Numba's cache of a generated file knows
     its own text only, so a change there must give the file a new name."""
     global _STAMP
     if _STAMP is None:
         here = os.path.dirname(os.path.abspath(__file__))
         h = hashlib.sha1()
-        for name in ('kernels.py', 'kernels32.py', '_replay_generated.py',
-                     '_sweep_generated.py'):
+        for name in ('kernels.py', 'kernels32.py', 'f64_kernels.py', 'activation_kernels.py',
+                     'softmax_kernels.py', '_replay_generated.py', '_sweep_generated.py'):
             with open(os.path.join(here, name), 'rb') as f:
                 h.update(f.read())
         _STAMP = h.hexdigest()
