@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit, uint64
 
 from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, vexp, where_pos, xlogy_safe, zero  # noqa: F401
+from compiler.f64_kernels import TRIG_MAX64, cos64, sin64  # noqa: F401
 
 PYTHON_OP = 112
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
@@ -826,8 +827,15 @@ def _op_sin(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     uv0 = uint64(v)
     if g0 >= 0:
         ug = uint64(g0)
+        far = 0
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * math.cos(V[uv0 + i])
+            far += (1 if abs(V[uv0 + i]) > TRIG_MAX64 else 0)
+        if far == 0:
+            for i in range(uint64(n)):
+                G[ug + i] += G[ugo + i] * cos64(V[uv0 + i])
+        else:
+            for i in range(uint64(n)):
+                G[ug + i] += G[ugo + i] * math.cos(V[uv0 + i])
     return -1
 
 
@@ -838,8 +846,15 @@ def _op_cos(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     uv0 = uint64(v)
     if g0 >= 0:
         ug = uint64(g0)
+        far = 0
         for i in range(uint64(n)):
-            G[ug + i] += -G[ugo + i] * math.sin(V[uv0 + i])
+            far += (1 if abs(V[uv0 + i]) > TRIG_MAX64 else 0)
+        if far == 0:
+            for i in range(uint64(n)):
+                G[ug + i] += -G[ugo + i] * sin64(V[uv0 + i])
+        else:
+            for i in range(uint64(n)):
+                G[ug + i] += -G[ugo + i] * math.sin(V[uv0 + i])
     return -1
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit, uint64
 
 from compiler.kernels import {helpers}  # noqa: F401
+from compiler.f64_kernels import TRIG_MAX64, cos64, sin64  # noqa: F401
 
 PYTHON_OP = {python_op}
 BIG_FLAG = {big_flag}     # records over large tensors run in Python (tape/_big.py)
@@ -169,8 +170,9 @@ def sweep(R, G, V, A, reach, start, stop):
 
 
 # float64 helpers exact only within a range of their argument (compiler/f64_kernels.py;
-# as compiler/kernels32.py's GUARDED32): the large-tensor kernels take them where a
-# check of the argument array passes (compiler/chunkgen.py, compiler/fuse.py):
+# as compiler/kernels32.py's GUARDED32): the sweep's kernels (_elementwise below),
+# the chunk kernels (compiler/chunkgen.py) and the fused ones (compiler/fuse.py)
+# take them where a check of the arguments passes, libm's math.sin/cos otherwise:
 # (formula helper, float64 helper, checking function)
 GUARDED64 = {'math.sin': ('sin64', 'trig64_ok'), 'math.cos': ('cos64', 'trig64_ok')}
 
@@ -182,6 +184,7 @@ class _To64(ast.NodeTransformer):
 
     def __init__(self, guards):
         self.guards = guards
+        self.args = set()       # the guarded calls' argument expressions (text)
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -192,6 +195,7 @@ class _To64(ast.NodeTransformer):
         if not (isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name)):
             raise ValueError(ast.unparse(node))
         self.guards.add((hit[1], arg.value.id))
+        self.args.add(ast.unparse(arg))
         node.func = ast.Name(hit[0], ast.Load())
         return node
 
@@ -239,9 +243,26 @@ def _elementwise(rule):
             continue
         expr = ast.unparse(_Subst(slots).visit(ast.parse(formula, mode='eval')))
         lines += [f'if g{j} >= 0:',
-                  f'    ug = uint64(g{j})',
-                  '    for i in range(uint64(n)):',
-                  f'        G[ug + i] += {expr}']
+                  f'    ug = uint64(g{j})']
+        to64 = _To64(set())
+        expr64 = ast.unparse(to64.visit(ast.parse(expr, mode='eval')))
+        if to64.args:
+            # float64 sin/cos (f64_kernels' sin64/cos64, which vectorize; libm's
+            # math.sin is a call per element) where every argument is within
+            # TRIG_MAX64, counted in a pass first (NaN passes: they handle it)
+            far = ' + '.join(f'(1 if abs({a}) > TRIG_MAX64 else 0)' for a in sorted(to64.args))
+            lines += ['    far = 0',
+                      '    for i in range(uint64(n)):',
+                      f'        far += {far}',
+                      '    if far == 0:',
+                      '        for i in range(uint64(n)):',
+                      f'            G[ug + i] += {expr64}',
+                      '    else:',
+                      '        for i in range(uint64(n)):',
+                      f'            G[ug + i] += {expr}']
+        else:
+            lines += ['    for i in range(uint64(n)):',
+                      f'        G[ug + i] += {expr}']
     return lines
 
 

@@ -1,10 +1,11 @@
-"""The float64 backward of sin and cos on large tensors: the chunk kernels
-(compiler/_chunk_generated.py, one record) and the fused run kernels
-(compiler/fuse.py, a run seen again) evaluate cos(a) and sin(a) with
-compiler/f64_kernels.py's vectorizing sin64/cos64 where every argument is
-within TRIG_MAX64, and with libm (math.sin/math.cos) otherwise.  Both must
-give the formula's value to within a few ulps, with NaN and inf as PyTorch
-gives them, whichever branch runs."""
+"""The backward of sin and cos: the compiled sweep's kernels (small records,
+compiler/_sweep_generated.py, float64 or float32 arenas), and on large float64
+tensors the chunk kernels (compiler/_chunk_generated.py, one record) and the
+fused run kernels (compiler/fuse.py, a run seen again) evaluate cos(a) and
+sin(a) with compiler/f64_kernels.py's vectorizing sin64/cos64 where every
+argument is within TRIG_MAX64, and with libm (math.sin/math.cos) otherwise.
+Each must give the formula's value to within a few ulps, with NaN and inf as
+PyTorch gives them, whichever branch runs."""
 import numpy as np
 import pytest
 
@@ -48,6 +49,38 @@ def test_one_record(name, far):
     getattr(tape, name)(x).backward(tape.tensor(g0))
     want = g0 * np.cos(x0) if name == 'sin' else -g0 * np.sin(x0)
     _close(x.grad.numpy(), want, g0)
+
+
+@pytest.mark.parametrize('dtype', ['float64', 'float32'])
+@pytest.mark.parametrize('far', [False, True])
+@pytest.mark.parametrize('name', ['sin', 'cos'])
+def test_small_records(name, far, dtype):
+    """Records under BIG elements: the compiled sweep's kernel (its arena in
+    the graph's dtype), in range and not; float32 within float32's rounding."""
+    x0 = _args(far=far).reshape(-1)[:4096].astype(dtype).reshape(64, 64)
+    g0 = np.random.default_rng(4).standard_normal((64, 64)).astype(dtype)
+    x = tape.tensor(x0, requires_grad=True)
+    getattr(tape, name)(x).backward(tape.tensor(g0))
+    assert x.grad.dtype == getattr(tape, dtype)
+    x64, g64 = x0.astype(np.float64), g0.astype(np.float64)
+    want = g64 * np.cos(x64) if name == 'sin' else -g64 * np.sin(x64)
+    got = x.grad.numpy().astype(np.float64)
+    if dtype == 'float64':
+        _close(got, want, g64)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2 * np.finfo(np.float32).eps,
+                                   atol=np.finfo(np.float32).tiny)
+
+
+@pytest.mark.parametrize('name', ['sin', 'cos'])
+def test_small_special_values(name):
+    x0 = np.array([0.0, -0.0, np.nan, 1.0, 2e9, -np.inf, 3.0])
+    for x0 in (x0, np.delete(x0, [4, 5])):      # with and without out-of-range ones
+        x = tape.tensor(x0, requires_grad=True)
+        with np.errstate(invalid='ignore'):
+            getattr(tape, name)(x).sum().backward()
+            want = np.cos(x0) if name == 'sin' else -np.sin(x0)
+        _close(x.grad.numpy(), want, np.ones(x0.shape))
 
 
 @pytest.mark.parametrize('name', ['sin', 'cos'])
