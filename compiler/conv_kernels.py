@@ -426,6 +426,75 @@ def max_pool_2x2(x, oh, ow, out, idx):
 
 
 @njit(cache=True, error_model='numpy')
+def avg_pool_unpadded(x, kh, kw, sh, sw, oh, ow, out):
+    """Window means of (N, C, H, W) ``x`` into ``out`` (N, C, OH, OW) without
+    padding (every window inside the image): each window's sum, in float64 over
+    its rows then columns, divided by kh * kw (PyTorch divides its sum too) and
+    rounded once to out's dtype.  Flat indexing, as ``max_pool_unpadded``."""
+    n, c, h, w = x.shape
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    div = float(kh * kw)
+    for plane in range(n * c):
+        xbase = plane * h * w
+        obase = plane * oh * ow
+        for p in range(oh):
+            for q in range(ow):
+                acc = 0.0
+                for i in range(kh):
+                    row = xbase + (p * sh + i) * w + q * sw
+                    for j in range(kw):
+                        acc += xf[np.uint64(row + j)]
+                of[np.uint64(obase + p * ow + q)] = acc / div
+
+
+@njit(cache=True, error_model='numpy')
+def avg_pool_2x2(x, oh, ow, out):
+    """``avg_pool_unpadded`` for a 2x2 window with stride 2 (``AvgPool2d(2)``),
+    the window unrolled: the same sum, in the same order (so the same bits), with
+    no loop over the window."""
+    n, c, h, w = x.shape
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for plane in range(n * c):
+        xbase = plane * h * w
+        obase = plane * oh * ow
+        for p in range(oh):
+            r0 = xbase + 2 * p * w
+            o = obase + p * ow
+            for q in range(ow):
+                acc = np.float64(xf[np.uint64(r0 + 2 * q)]) + xf[np.uint64(r0 + 2 * q + 1)]
+                acc = (acc + xf[np.uint64(r0 + w + 2 * q)]) + xf[np.uint64(r0 + w + 2 * q + 1)]
+                of[np.uint64(o + q)] = acc / 4.0
+
+
+@njit(cache=True, error_model='numpy')
+def avg_pool_scatter(g, kh, kw, sh, sw, out):
+    """The adjoint of ``avg_pool_unpadded``: out (N, C, H, W) is overwritten with
+    each g[b, c, p, q] / (kh * kw) added over its window (overlapping windows
+    add; pixels no window covers get 0).  The sums run in float64."""
+    n, c, oh, ow = g.shape
+    h, w = out.shape[2], out.shape[3]
+    gf = g.reshape(g.size)
+    of = out.reshape(out.size)
+    acc = np.zeros(h * w)
+    div = float(kh * kw)
+    for plane in range(n * c):
+        acc[:] = 0.0
+        gbase = plane * oh * ow
+        for p in range(oh):
+            for q in range(ow):
+                v = gf[np.uint64(gbase + p * ow + q)] / div
+                for i in range(kh):
+                    row = (p * sh + i) * w + q * sw
+                    for j in range(kw):
+                        acc[np.uint64(row + j)] += v
+        xbase = plane * h * w
+        for i in range(h * w):
+            of[np.uint64(xbase + i)] = acc[i]
+
+
+@njit(cache=True, error_model='numpy')
 def pool_scatter(g, idx, out):
     """out[b, c, idx[b, c, o]] += g[b, c, o] over flattened spatial dims; ``out``
     (N, C, HW) is overwritten.  Overlapping windows may pick one pixel twice."""

@@ -183,7 +183,7 @@ def _count_far64(x):
 def sin64(v):
     """sin(v) within ~1 ulp (NaN gives NaN, -0.0 stays -0.0) for |v| <=
     TRIG_MAX64; a caller checks its arguments first (``trig64_ok``)."""
-    v = float(v)
+    v = np.float64(v)
     ax = abs(v)
     z, zz, n = _reduce_pio2_64(ax if ax == ax else 0.0)
     s, c = _sin_cos64(z, zz)
@@ -196,7 +196,7 @@ def sin64(v):
 @njit(cache=True, inline='always', error_model='numpy')
 def cos64(v):
     """cos(v) within ~1 ulp (NaN gives NaN) for |v| <= TRIG_MAX64 (as ``sin64``)."""
-    v = float(v)
+    v = np.float64(v)
     ax = abs(v)
     z, zz, n = _reduce_pio2_64(ax if ax == ax else 0.0)
     s, c = _sin_cos64(z, zz)

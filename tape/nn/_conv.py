@@ -1181,6 +1181,71 @@ def _avg_divisor(n, k, s, p, out, count_include_pad):
     return np.minimum(end, n) - np.maximum(start, 0)
 
 
+def _avg_pool_compiled(xd, k, s, oh, ow):
+    """The (N, C, OH, OW) window means of float32/64 ``xd`` (no padding)."""
+    from compiler.conv_kernels import avg_pool_2x2, avg_pool_unpadded
+    xd = np.ascontiguousarray(xd)
+    out = np.empty(xd.shape[:2] + (oh, ow), xd.dtype)
+    if (k[0], k[1], s[0], s[1]) == (2, 2, 2, 2):
+        avg_pool_2x2(xd, oh, ow, out)
+    else:
+        avg_pool_unpadded(xd, k[0], k[1], s[0], s[1], oh, ow, out)
+    return out
+
+
+def _avg_pool_adjoint(gd, k, s, in_shape, dtype):
+    """The input gradient of ``_avg_pool_compiled`` for output gradient ``gd``."""
+    from compiler.conv_kernels import avg_pool_scatter
+    out = np.empty(in_shape, dtype)
+    avg_pool_scatter(np.ascontiguousarray(gd), k[0], k[1], s[0], s[1], out)
+    return out
+
+
+class _AvgPool(Function):
+    """out = the window means of x (kernel k, stride s, no padding; computed by
+    the caller and passed in as ``out``), recorded by ``apply_own``; the
+    backward spreads each gradient over its window (``_AvgPoolScatter``, so a
+    double backward works too)."""
+    @staticmethod
+    def forward(ctx, x, k, s, out):
+        ctx.k, ctx.s = k, s
+        ctx.save_for_backward(x)        # (as PyTorch: changing x in place then raises)
+        return _leaf(out)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return _AvgPoolScatter.apply(g, ctx.k, ctx.s, tuple(x.shape)), None, None, None
+
+    @staticmethod
+    def _backward_array(ctx, x, g):
+        d = x._data.dtype
+        return _avg_pool_adjoint(np.asarray(g, d).reshape(g.shape), ctx.k, ctx.s,
+                                 x._data.shape, d)
+
+
+class _AvgPoolScatter(Function):
+    """The adjoint of ``_AvgPool`` (linear in g): its backward is the pooling again."""
+    @staticmethod
+    def forward(ctx, g, k, s, in_shape):
+        ctx.k, ctx.s = k, s
+        gd = _arr(g)
+        ctx.out_hw = gd.shape[2:]
+        dt = gd.dtype if gd.dtype in _KERNEL_DTYPES else np.dtype(np.float64)
+        return _leaf(_avg_pool_adjoint(gd.astype(dt, copy=False), k, s, in_shape, dt))
+
+    @staticmethod
+    def backward(ctx, gg):
+        ggd = _arr(gg)
+        oh, ow = ctx.out_hw
+        return _AvgPool.apply(gg, ctx.k, ctx.s, _avg_pool_compiled(ggd, ctx.k, ctx.s, oh, ow)), \
+            None, None, None
+
+
+_AvgPool._backward_name = 'AvgPool2DBackward0'
+_AvgPoolScatter._backward_name = 'AvgPool2DBackwardBackward0'
+
+
 def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,  # noqa: A002
                 divisor_override, spatial):
     opname = f'avg_pool{spatial}d'
@@ -1200,8 +1265,17 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
         x = x.unsqueeze(2)
         k, s, p = (1,) + k, (1,) + s, (0,) + p
     (oh, ow), geom = _pool_geom(x, k, s, p, (1, 1), ceil_mode, opname)
+    xd = _arr(x)
+    if xd.dtype in _KERNEL_DTYPES and geom.pads == ((0, 0), (0, 0)) \
+            and divisor_override is None:
+        # every window inside the image (count_include_pad then changes nothing):
+        # the compiled window means, one AvgPool2DBackward0 record
+        out = apply_own(_AvgPool, x, k, s, _avg_pool_compiled(xd, k, s, oh, ow))
+        if spatial == 1:
+            out = out.squeeze(2)
+        return out.squeeze(0) if unbatched else out
     c = x.shape[1]
-    dt = np.asarray(x._data).dtype
+    dt = xd.dtype
     # a window sum is a depthwise convolution with a ones kernel: its gradients
     # (to any order) come from the convolution's
     ones = _leaf(np.ones((c, 1) + k, dt))
