@@ -44,6 +44,8 @@ class BigRecord:
         self.in_shapes = [np.shape(i) for i in ins]
         self.in_dtypes = [_float(np.result_type(i)) for i in ins]
         self.attrs = attrs
+        if self.out_dtype == _F16 or _F16 in self.in_dtypes:
+            _widen16(self)
 
     @classmethod
     def of(cls, saved, out_shape, out_dtype, in_shapes, in_dtypes, attrs=None):
@@ -56,7 +58,26 @@ class BigRecord:
         meta.in_shapes = in_shapes
         meta.in_dtypes = in_dtypes
         meta.attrs = attrs
+        if out_dtype == _F16 or _F16 in in_dtypes:
+            _widen16(meta)
         return meta
+
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _widen16(meta):
+    """A big record of float16 tensors is swept in float32: Numba has no float16
+    type, so its kernels take float32 copies of the saved arrays and write
+    float32 gradients, which delivery rounds to each leaf's float16 (PyTorch's
+    CPU float16 kernels also compute in float32)."""
+    meta.saved = {k: v.astype(_F32) if getattr(v, 'dtype', None) == _F16 else v
+                  for k, v in meta.saved.items()}
+    if meta.out_dtype == _F16:
+        meta.out_dtype = _F32
+    meta.in_dtypes = [_F32 if d == _F16 else d for d in meta.in_dtypes]
 
 
 class AxisOrder(tuple):
@@ -522,8 +543,6 @@ def _sum_to(g, shape):
 # ------------------------------------------------ chunked elementwise runs
 CHUNK = 32768          # elements per chunk: a few of these fit in L2
 _EMPTY = np.zeros(0)
-_F64 = np.dtype(np.float64)
-_F32 = np.dtype(np.float32)
 _kernels = None
 
 

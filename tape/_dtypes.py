@@ -76,8 +76,12 @@ def binary_result(name, ad, bd, out):
     return out.astype(dt)
 
 
-def float_result(ad, out):
-    """``out`` of a float function (exp, sqrt, ...) of an integer or bool ``ad``."""
-    if out.dtype.kind == 'f' and np.dtype(ad.dtype).kind not in 'fc':
-        return out.astype(default_dtype[0])
-    return out
+def float_of_int(f, ad, out):
+    """``f(ad)`` for a float function ``f`` (exp, sqrt, ...) of an integer or bool
+    ``ad``, given NumPy's result ``out`` (None where NumPy refused): computed on
+    ``ad`` converted to the default float dtype, as PyTorch's."""
+    if np.dtype(ad.dtype).kind not in 'biu' or out is not None and out.dtype.kind != 'f':
+        return out
+    return f(ad.astype(default_dtype[0]))
+
+

@@ -469,7 +469,8 @@ def _where_compiled(c, xd, yd):
     if type(xd) is not np.ndarray or type(yd) is not np.ndarray:
         return None
     dt = xd.dtype
-    if yd.dtype != dt or dt.kind != 'f' or xd.shape != yd.shape or c.shape != xd.shape \
+    if yd.dtype != dt or dt.kind != 'f' or dt.itemsize < 4 or xd.shape != yd.shape \
+            or c.shape != xd.shape \
             or xd.size < _WHERE_FROM or not (xd.flags.c_contiguous and yd.flags.c_contiguous
                                              and c.flags.c_contiguous):
         return None
@@ -534,7 +535,8 @@ def masked_fill(a, mask, value):
     else:
         vd = np.asarray(value, d.dtype)
         v = _leaf(vd)
-    if type(d) is np.ndarray and d.dtype.kind == 'f' and d.size >= _WHERE_FROM \
+    if type(d) is np.ndarray and d.dtype.kind == 'f' and d.dtype.itemsize >= 4 \
+            and d.size >= _WHERE_FROM \
             and m.shape == d.shape and d.flags.c_contiguous and m.flags.c_contiguous:
         # one compiled select, as where's
         out = empty_for(d)

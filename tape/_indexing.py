@@ -66,7 +66,7 @@ def index_select(a, dim, index):
                        np.zeros(idx.shape, np.int64))
     dim = _norm_dim(dim, d.ndim, 'index_select')
     flat = idx.reshape(-1)
-    if d.dtype.kind in KERNEL_KINDS and d.flags.c_contiguous:
+    if kernel_dtype(d.dtype) and d.flags.c_contiguous:
         # one kernel pass picks the rows and checks the indices (no index map)
         flat = np.ascontiguousarray(flat)
         n = d.shape[dim]
@@ -99,8 +99,12 @@ def as_function(in_size, out_size):
     return in_size >= BIG or out_size >= BIG
 
 
-# dtypes the row kernels take (NumPy's object and string dtypes keep np.take)
-KERNEL_KINDS = 'biufc'
+def kernel_dtype(dt):
+    """Whether the row kernels take dtype ``dt``: NumPy's object and string dtypes,
+    and float16 (Numba has no such type), keep np.take."""
+    return dt.kind in 'biufc' and dt.char != 'e'
+
+
 _index_kernels = None
 
 
@@ -231,7 +235,7 @@ def gather(a, dim, index):
     d = np.asarray(a._data)
     idx = _index_array(index, 'gather')
     dim = _norm_dim(dim, d.ndim, 'gather')
-    if (d.ndim and idx.ndim == d.ndim and d.dtype.kind in KERNEL_KINDS and d.flags.c_contiguous
+    if (d.ndim and idx.ndim == d.ndim and kernel_dtype(d.dtype) and d.flags.c_contiguous
             and idx.shape[:dim] == d.shape[:dim] and idx.shape[dim + 1:] == d.shape[dim + 1:]):
         # index and input agree off ``dim`` (the usual case): one kernel pass picks and
         # checks, with no map of flat positions

@@ -563,6 +563,14 @@ def _add_bias(out, bd):
     _row_kernels.row_add_inplace(out, bd)
 
 
+def _wrapped_int(b, ad):
+    """A Python int out of the range of integer array ``ad``'s dtype (``uint8_t *
+    300``, which NumPy refuses), as PyTorch takes it: wrapped to that dtype."""
+    if type(b) is not int or ad.dtype.kind not in 'iu':
+        raise
+    return np.asarray(b).astype(ad.dtype)
+
+
 def _binary(name, scalar_name, rscalar_name, npf):
     """Make ``op(a, b)`` and the reflected ``op(b, a)`` for a Tensor ``a``.
 
@@ -636,6 +644,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 out = npf(ad, b) if n < BIG else _pooled(uf, npf, ad, b)
             except ValueError as e:     # an integer tensor ** a negative integer
                 raise RuntimeError(f'{name}: {e}') from None
+            except OverflowError:
+                out = npf(ad, _wrapped_int(b, ad))
             if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
                 if out.dtype is not a._data.dtype:      # an int tensor with a float
                     out = _dtypes.binary_result(name, a._data, b, out)
@@ -805,7 +815,10 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if isinstance(b, (np.floating, np.integer)):
                 b = b.item()
             ad = a._data
-            out = npf(b, ad) if ad.size < BIG else _pooled(uf, npf, b, ad)
+            try:
+                out = npf(b, ad) if ad.size < BIG else _pooled(uf, npf, b, ad)
+            except OverflowError:
+                out = npf(_wrapped_int(b, ad), ad)
             if a._rg and (not _OFF[0] or grad_mode.enabled):
                 if rop is None:
                     return _record_binary(op, _const(b, a), a, out)
@@ -979,10 +992,15 @@ def _unary(name, npf):
                 raise RuntimeError('Negation, the `-` operator, on a bool tensor is not '
                                    'supported. If you are trying to invert a mask, use the `~` '
                                    'or `logical_not()` operator instead.') from None
-            raise
+            if ad.dtype.kind not in 'biu':
+                raise
+            out = None          # sigmoid of a bool tensor (NumPy cannot negate it): below
         if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
-            if out.dtype is not ad.dtype:        # exp of an int tensor: the default float
-                out = _dtypes.float_result(ad, out)
+            if out is None or out.dtype is not ad.dtype:
+                # exp of an int tensor: computed in the default float dtype, as
+                # PyTorch's (NumPy's own promotion computes bool and 8-bit
+                # integers in float16, and sigmoid's -x wraps in uint8)
+                out = _dtypes.float_of_int(npf, ad, out)
             return _leaf(out)
         return _record_unary(op, a, out)
     f.__name__ = name
@@ -1000,7 +1018,7 @@ def _np_sigmoid(x):
         return out
     with np.errstate(over='ignore'):
         if type(x) is np.ndarray and x.size >= 256 and x.dtype.kind == 'f' \
-                and x.flags.c_contiguous:
+                and x.dtype.itemsize >= 4 and x.flags.c_contiguous:    # (not float16)
             # NumPy's exp, then one in-place pass for 1 / (1 + e) instead of two
             # NumPy passes and their temporaries; the same float operations
             e = np.negative(x)
@@ -1194,6 +1212,7 @@ def _reduce(name_all, name_dim, npf, scale_of):
 
 
 _F32 = np.dtype(np.float32)
+_F16 = np.dtype(np.float16)
 _F64 = np.dtype(np.float64)
 _ROW_KERNEL_FROM = 4096     # elements; below, NumPy's call beats the kernel's dispatch
 _rk = None
@@ -1238,6 +1257,12 @@ def _np_sum(d, axis=None, keepdims=False):
     if r is not None:
         return r
     # np.add.reduce skips np.sum's Python-level dispatch (~1 us per call)
+    if d.dtype is _F16:
+        # accumulated in float32, as PyTorch's (NumPy's float16 sum along a
+        # strided axis accumulates in float16)
+        return np.add.reduce(d, axis=axis, dtype=_F32, keepdims=keepdims).astype(_F16)
+    if d.dtype.kind == 'u':     # (NumPy's sum of uint8 is uint64, PyTorch's int64)
+        return np.add.reduce(d, axis=axis, dtype=np.int64, keepdims=keepdims)
     return np.add.reduce(d, axis=axis, keepdims=keepdims)
 
 

@@ -85,6 +85,9 @@ def _cum(opname, npf, record):
             return _ops.reshape(f(_ops.reshape(a, 1), 0), ())
         if npf is np.cumsum and type(d) is np.ndarray and d.dtype == np.float32:
             out = _cumsum32(d, dim)
+        elif type(d) is np.ndarray and d.dtype == np.float16:
+            # accumulated in float32, as PyTorch's (NumPy's accumulates in float16)
+            out = npf(d, axis=dim, dtype=np.float32).astype(np.float16)
         else:
             out = npf(d, axis=dim)
         if out.dtype.kind == 'b' or (out.dtype.kind in 'iu' and out.dtype != np.int64):

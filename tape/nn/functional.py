@@ -1399,7 +1399,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
         if flat.size and (flat.min() < 0 or flat.max() >= num):
             raise IndexError('index out of range in self')
         _embedding_renorm(w, flat, max_norm, norm_type)
-    if not _ix.fast_record_ok(w) or w._data.dtype.kind not in _ix.KERNEL_KINDS:
+    if not _ix.fast_record_ok(w) or not _ix.kernel_dtype(w._data.dtype):
         return _embedding_take(w, idx, flat, num, ws, padding_idx, scale_grad_by_freq)
     return _embedding_pick(w, input, np.ascontiguousarray(flat), idx.shape,
                            -1 if padding_idx is None else int(padding_idx),
