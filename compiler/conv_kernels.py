@@ -426,31 +426,39 @@ def max_pool_2x2(x, oh, ow, out, idx):
 
 
 @njit(cache=True, error_model='numpy')
-def avg_pool_unpadded(x, kh, kw, sh, sw, oh, ow, out):
-    """Window means of (N, C, H, W) ``x`` into ``out`` (N, C, OH, OW) without
-    padding (every window inside the image): each window's sum, in float64 over
-    its rows then columns, divided by kh * kw (PyTorch divides its sum too) and
-    rounded once to out's dtype.  Flat indexing, as ``max_pool_unpadded``."""
+def avg_pool_window(x, kh, kw, sh, sw, ph, pw, div, out):
+    """Window means of (N, C, H, W) ``x`` into ``out`` (N, C, OH, OW): window
+    (p, q) starts at row p*sh - ph, column q*sw - pw, and its sum over the
+    pixels inside the image (padding adds nothing), in float64 over rows then
+    columns, is divided by ``div[p, q]`` (the caller's count: PyTorch's
+    count_include_pad rule or divisor_override; PyTorch divides its sum too)
+    and rounded once to out's dtype.  Flat indexing, as ``max_pool_unpadded``."""
     n, c, h, w = x.shape
+    oh, ow = out.shape[2], out.shape[3]
     xf = x.reshape(x.size)
     of = out.reshape(out.size)
-    div = float(kh * kw)
     for plane in range(n * c):
         xbase = plane * h * w
         obase = plane * oh * ow
         for p in range(oh):
+            r0 = p * sh - ph
+            i0 = max(r0, 0)
+            i1 = min(r0 + kh, h)
             for q in range(ow):
+                c0 = q * sw - pw
+                j0 = max(c0, 0)
+                j1 = min(c0 + kw, w)
                 acc = 0.0
-                for i in range(kh):
-                    row = xbase + (p * sh + i) * w + q * sw
-                    for j in range(kw):
+                for i in range(i0, i1):
+                    row = xbase + i * w
+                    for j in range(j0, j1):
                         acc += xf[np.uint64(row + j)]
-                of[np.uint64(obase + p * ow + q)] = acc / div
+                of[np.uint64(obase + p * ow + q)] = acc / div[p, q]
 
 
 @njit(cache=True, error_model='numpy')
 def avg_pool_2x2(x, oh, ow, out):
-    """``avg_pool_unpadded`` for a 2x2 window with stride 2 (``AvgPool2d(2)``),
+    """``avg_pool_window`` for a 2x2 window with stride 2 and no padding (``AvgPool2d(2)``),
     the window unrolled: the same sum, in the same order (so the same bits), with
     no loop over the window."""
     n, c, h, w = x.shape
@@ -469,25 +477,31 @@ def avg_pool_2x2(x, oh, ow, out):
 
 
 @njit(cache=True, error_model='numpy')
-def avg_pool_scatter(g, kh, kw, sh, sw, out):
-    """The adjoint of ``avg_pool_unpadded``: out (N, C, H, W) is overwritten with
-    each g[b, c, p, q] / (kh * kw) added over its window (overlapping windows
-    add; pixels no window covers get 0).  The sums run in float64."""
+def avg_pool_scatter(g, kh, kw, sh, sw, ph, pw, div, out):
+    """The adjoint of ``avg_pool_window``: out (N, C, H, W) is overwritten with
+    each g[b, c, p, q] / div[p, q] added over its window's pixels inside the
+    image (overlapping windows add; pixels no window covers get 0).  The sums
+    run in float64."""
     n, c, oh, ow = g.shape
     h, w = out.shape[2], out.shape[3]
     gf = g.reshape(g.size)
     of = out.reshape(out.size)
     acc = np.zeros(h * w)
-    div = float(kh * kw)
     for plane in range(n * c):
         acc[:] = 0.0
         gbase = plane * oh * ow
         for p in range(oh):
+            r0 = p * sh - ph
+            i0 = max(r0, 0)
+            i1 = min(r0 + kh, h)
             for q in range(ow):
-                v = gf[np.uint64(gbase + p * ow + q)] / div
-                for i in range(kh):
-                    row = (p * sh + i) * w + q * sw
-                    for j in range(kw):
+                c0 = q * sw - pw
+                j0 = max(c0, 0)
+                j1 = min(c0 + kw, w)
+                v = gf[np.uint64(gbase + p * ow + q)] / div[p, q]
+                for i in range(i0, i1):
+                    row = i * w
+                    for j in range(j0, j1):
                         acc[np.uint64(row + j)] += v
         xbase = plane * h * w
         for i in range(h * w):

@@ -1,11 +1,10 @@
-"""avg_pool2d (and avg_pool1d) without padding on float32/float64 input: the
-compiled window means (compiler/conv_kernels.py ``avg_pool_unpadded``, its
-2x2 stride-2 unrolling ``avg_pool_2x2``) recorded as one AvgPool2DBackward0,
-whose backward is ``avg_pool_scatter``; the differentiable backward (for
-create_graph) is the same pair of kernels.  Values and gradients against
-central differences and PyTorch, double backward, NaN, and the cases that keep
-the depthwise-convolution path (padding, ceil_mode, divisor_override, other
-dtypes)."""
+"""avg_pool2d (and avg_pool1d) on float32/float64 input: the compiled window
+means (compiler/conv_kernels.py ``avg_pool_window``, with padding, ceil_mode's
+overhang and any divisor; its 2x2 stride-2 unrolling ``avg_pool_2x2``)
+recorded as one AvgPool2DBackward0 on the input as given, whose backward is
+``avg_pool_scatter``; the differentiable backward (for create_graph) is the
+same pair of kernels.  Values and gradients against central differences and
+PyTorch, double backward, NaN."""
 import numpy as np
 import pytest
 
@@ -79,7 +78,7 @@ def test_kernels_agree_and_nan():
         a = np.empty((2, 3, 4, 4), dt)
         b = np.empty_like(a)
         ck.avg_pool_2x2(x, 4, 4, a)
-        ck.avg_pool_unpadded(x, 2, 2, 2, 2, 4, 4, b)
+        ck.avg_pool_window(x, 2, 2, 2, 2, 0, 0, np.full((4, 4), 4.0), b)
         np.testing.assert_array_equal(a, b)
         assert np.isnan(a[1, 2, 2, 2]) and np.isnan(a).sum() == 1
 
@@ -89,10 +88,11 @@ def test_scatter_is_the_adjoint():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 3, 10, 12))      # row 9 and column 11 in no window
     out = np.empty((2, 3, 4, 5))
-    ck.avg_pool_unpadded(x, 3, 3, 2, 2, 4, 5, out)
+    div = rng.random((4, 5)) + 1
+    ck.avg_pool_window(x, 3, 3, 2, 2, 0, 0, div, out)
     g = rng.standard_normal(out.shape)
     back = np.empty_like(x)
-    ck.avg_pool_scatter(g, 3, 3, 2, 2, back)
+    ck.avg_pool_scatter(g, 3, 3, 2, 2, 0, 0, div, back)
     assert np.isclose((out * g).sum(), (x * back).sum(), rtol=1e-13)
     assert (back[:, :, 9, :] == 0).all() and (back[:, :, :, 11] == 0).all()
     assert (back[:, :, 8, :] != 0).any()
@@ -109,19 +109,59 @@ def test_avg_pool1d_and_unbatched():
     assert z.shape == (3, 1, 5)
 
 
-@pytest.mark.parametrize('kwargs', [dict(padding=1), dict(ceil_mode=True),
-                                    dict(divisor_override=3)])
-def test_other_options_keep_the_general_path(kwargs):
+OPTIONS = [dict(padding=1), dict(ceil_mode=True), dict(divisor_override=3),
+           dict(padding=1, count_include_pad=False), dict(padding=1, ceil_mode=True),
+           dict(padding=1, ceil_mode=True, count_include_pad=False),
+           dict(padding=1, divisor_override=5)]
+
+
+@pytest.mark.parametrize('kwargs', OPTIONS)
+@pytest.mark.parametrize('shape', [(2, 2, 7, 7), (2, 2, 8, 6), (3, 8, 9)])
+def test_padding_ceil_and_divisors_against_torch(kwargs, shape):
     torch = pytest.importorskip('torch')
-    x0 = np.random.default_rng(6).standard_normal((2, 2, 7, 7))
+    x0 = np.random.default_rng(6).standard_normal(shape)
     x = tape.tensor(x0, requires_grad=True)
     y = F.avg_pool2d(x, 3, 2, **kwargs)
+    assert type(y.grad_fn).__name__ == 'AvgPool2DBackward0'
     xt = torch.tensor(x0, requires_grad=True)
     yt = torch.nn.functional.avg_pool2d(xt, 3, 2, **kwargs)
     np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
-    y.sum().backward()
-    yt.sum().backward()
+    g0 = np.random.default_rng(7).standard_normal(tuple(yt.shape))
+    y.backward(tape.tensor(g0))
+    yt.backward(torch.tensor(g0))
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize('kwargs', OPTIONS[:5])
+def test_padded_gradcheck_and_double_backward(kwargs):
+    x0 = np.random.default_rng(8).standard_normal((1, 2, 6, 7))
+    check_grad(lambda t: F.avg_pool2d(t, 3, 2, **kwargs) ** 2, [x0])
+    assert tape.autograd.gradgradcheck(lambda t: F.avg_pool2d(t, 3, 2, **kwargs) ** 2,
+                                       (tape.tensor(x0, requires_grad=True),))
+
+
+@pytest.mark.parametrize('shape', [(2, 3, 10), (3, 10)])
+def test_avg_pool1d_padded_against_torch(shape):
+    torch = pytest.importorskip('torch')
+    x0 = np.random.default_rng(9).standard_normal(shape)
+    for kw in (dict(), dict(padding=1), dict(padding=1, ceil_mode=True, count_include_pad=False)):
+        x = tape.tensor(x0, requires_grad=True)
+        xt = torch.tensor(x0, requires_grad=True)
+        y = F.avg_pool1d(x, 3, 2, **kw)
+        yt = torch.nn.functional.avg_pool1d(xt, 3, 2, **kw)
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+        y.sum().backward()
+        yt.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+def test_unbatched_is_one_node():
+    x = tape.randn(3, 6, 6, requires_grad=True)
+    assert type(F.avg_pool2d(x, 2).grad_fn).__name__ == 'AvgPool2DBackward0'
+    assert type(F.avg_pool2d(x, 3, 1, 1).grad_fn).__name__ == 'AvgPool2DBackward0'
+    assert F.avg_pool2d(x, 2).grad_fn.next_functions[0][0].__class__.__name__ == 'AccumulateGrad'
+    with pytest.raises(RuntimeError, match='Expected 3D .unbatched. or 4D'):
+        F.avg_pool2d(tape.randn(5, requires_grad=True), 2)
 
 
 def test_in_place_change_of_the_input_raises():

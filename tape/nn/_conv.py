@@ -1181,65 +1181,100 @@ def _avg_divisor(n, k, s, p, out, count_include_pad):
     return np.minimum(end, n) - np.maximum(start, 0)
 
 
-def _avg_pool_compiled(xd, k, s, oh, ow):
-    """The (N, C, OH, OW) window means of float32/64 ``xd`` (no padding)."""
-    from compiler.conv_kernels import avg_pool_2x2, avg_pool_unpadded
+_AVG_GEOMS = {}     # (h, w, k, s, p, oh, ow, count_include_pad, divisor_override) -> geom
+
+
+def _avg_geom(h, w, k, s, p, oh, ow, count_include_pad, divisor_override):
+    """(k, s, p, div, plain) of an avg_pool2d: div the (OH, OW) float64 divisors
+    of its windows (read-only), plain whether it is a 2x2, stride-2 pooling of
+    whole windows divided by 4 (``avg_pool_2x2``'s).  Cached: a training loop
+    pools the same shapes every step."""
+    key = (h, w, k, s, p, oh, ow, count_include_pad, divisor_override)
+    geom = _AVG_GEOMS.get(key)
+    if geom is None:
+        if divisor_override is not None:
+            div = np.full((oh, ow), float(divisor_override))
+        else:
+            div = np.outer(_avg_divisor(h, k[0], s[0], p[0], oh, count_include_pad),
+                           _avg_divisor(w, k[1], s[1], p[1], ow, count_include_pad)
+                           ).astype(np.float64)
+        div.flags.writeable = False
+        plain = (k, s, p) == ((2, 2), (2, 2), (0, 0)) and 2 * oh <= h and 2 * ow <= w \
+            and bool((div == 4.0).all())
+        geom = (k, s, p, div, plain)
+        if len(_AVG_GEOMS) > 256:
+            _AVG_GEOMS.clear()
+        _AVG_GEOMS[key] = geom
+    return geom
+
+
+def _avg_pool_compiled(xd, geom):
+    """The (N, C, OH, OW) window means of float32/64 ``xd`` for ``_avg_geom``'s
+    ``geom``: window (i, j) divided by ``div[i, j]``."""
+    from compiler.conv_kernels import avg_pool_2x2, avg_pool_window
+    k, s, p, div, plain = geom
     xd = np.ascontiguousarray(xd)
+    oh, ow = div.shape
     out = np.empty(xd.shape[:2] + (oh, ow), xd.dtype)
-    if (k[0], k[1], s[0], s[1]) == (2, 2, 2, 2):
+    if plain:
         avg_pool_2x2(xd, oh, ow, out)
     else:
-        avg_pool_unpadded(xd, k[0], k[1], s[0], s[1], oh, ow, out)
+        avg_pool_window(xd, k[0], k[1], s[0], s[1], p[0], p[1], div, out)
     return out
 
 
-def _avg_pool_adjoint(gd, k, s, in_shape, dtype):
+def _avg_pool_adjoint(gd, geom, in_shape, dtype):
     """The input gradient of ``_avg_pool_compiled`` for output gradient ``gd``."""
     from compiler.conv_kernels import avg_pool_scatter
+    k, s, p, div, _ = geom
     out = np.empty(in_shape, dtype)
-    avg_pool_scatter(np.ascontiguousarray(gd), k[0], k[1], s[0], s[1], out)
+    avg_pool_scatter(np.ascontiguousarray(gd), k[0], k[1], s[0], s[1], p[0], p[1], div, out)
     return out
 
 
 class _AvgPool(Function):
-    """out = the window means of x (kernel k, stride s, no padding; computed by
-    the caller and passed in as ``out``), recorded by ``apply_own``; the
-    backward spreads each gradient over its window (``_AvgPoolScatter``, so a
-    double backward works too)."""
+    """out = the window means of x (``_avg_geom``'s geometry; computed by the
+    caller and passed in as ``out``), recorded by ``apply_own``; the backward
+    spreads each gradient over its window (``_AvgPoolScatter``, so a double
+    backward works too)."""
     @staticmethod
-    def forward(ctx, x, k, s, out):
-        ctx.k, ctx.s = k, s
+    def forward(ctx, x, geom, in4, out):
+        # in4: x's shape as (N, C, H, W) (an unbatched or 1-d x is pooled as one)
+        ctx.geom = geom
+        ctx.in4 = in4
         ctx.save_for_backward(x)        # (as PyTorch: changing x in place then raises)
         return _leaf(out)
 
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        return _AvgPoolScatter.apply(g, ctx.k, ctx.s, tuple(x.shape)), None, None, None
+        return _AvgPoolScatter.apply(g, ctx.geom, ctx.in4, tuple(x.shape)), None, None, None
 
     @staticmethod
     def _backward_array(ctx, x, g):
         d = x._data.dtype
-        return _avg_pool_adjoint(np.asarray(g, d).reshape(g.shape), ctx.k, ctx.s,
-                                 x._data.shape, d)
+        in4 = ctx.in4
+        g4 = np.asarray(g, d).reshape(in4[:2] + ctx.geom[3].shape)
+        return _avg_pool_adjoint(g4, ctx.geom, in4, d).reshape(x._data.shape)
 
 
 class _AvgPoolScatter(Function):
     """The adjoint of ``_AvgPool`` (linear in g): its backward is the pooling again."""
     @staticmethod
-    def forward(ctx, g, k, s, in_shape):
-        ctx.k, ctx.s = k, s
+    def forward(ctx, g, geom, in4, in_shape):
+        ctx.geom = geom
+        ctx.in4 = in4
         gd = _arr(g)
-        ctx.out_hw = gd.shape[2:]
+        ctx.g_shape = gd.shape
         dt = gd.dtype if gd.dtype in _KERNEL_DTYPES else np.dtype(np.float64)
-        return _leaf(_avg_pool_adjoint(gd.astype(dt, copy=False), k, s, in_shape, dt))
+        g4 = gd.astype(dt, copy=False).reshape(in4[:2] + geom[3].shape)
+        return _leaf(_avg_pool_adjoint(g4, geom, in4, dt).reshape(in_shape))
 
     @staticmethod
     def backward(ctx, gg):
-        ggd = _arr(gg)
-        oh, ow = ctx.out_hw
-        return _AvgPool.apply(gg, ctx.k, ctx.s, _avg_pool_compiled(ggd, ctx.k, ctx.s, oh, ow)), \
-            None, None, None
+        geom = ctx.geom
+        out = _avg_pool_compiled(_arr(gg).reshape(ctx.in4), geom).reshape(ctx.g_shape)
+        return _AvgPool.apply(gg, geom, ctx.in4, out), None, None, None
 
 
 _AvgPool._backward_name = 'AvgPool2DBackward0'
@@ -1250,7 +1285,8 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
                 divisor_override, spatial):
     opname = f'avg_pool{spatial}d'
     _check_tensor(input, 'input', opname)
-    x, unbatched = _batched(input, spatial, opname)
+    x, unbatched = _batched(input, spatial, opname) if input.dtype not in _KERNEL_DTYPES \
+        or spatial == 3 else (input, input.dim() == spatial + 1)
     k, s, p, _ = _pool_args(kernel_size, stride, padding, 1, spatial, opname)
     for i in range(spatial):
         if p[i] > k[i] // 2:
@@ -1261,19 +1297,16 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     if spatial == 3:
         out = _avg_pool3d(x, k, s, p, ceil_mode, count_include_pad, divisor_override, opname)
         return out.squeeze(0) if unbatched else out
+    if x.dtype in _KERNEL_DTYPES:
+        # the compiled window means, one AvgPool2DBackward0 record on the input as
+        # given (PyTorch's node also for an unbatched or 1-d input)
+        return _avg_pool_node(x, unbatched, spatial, k, s, p, ceil_mode, count_include_pad,
+                              divisor_override, opname)
     if spatial == 1:
         x = x.unsqueeze(2)
         k, s, p = (1,) + k, (1,) + s, (0,) + p
     (oh, ow), geom = _pool_geom(x, k, s, p, (1, 1), ceil_mode, opname)
     xd = _arr(x)
-    if xd.dtype in _KERNEL_DTYPES and geom.pads == ((0, 0), (0, 0)) \
-            and divisor_override is None:
-        # every window inside the image (count_include_pad then changes nothing):
-        # the compiled window means, one AvgPool2DBackward0 record
-        out = apply_own(_AvgPool, x, k, s, _avg_pool_compiled(xd, k, s, oh, ow))
-        if spatial == 1:
-            out = out.squeeze(2)
-        return out.squeeze(0) if unbatched else out
     c = x.shape[1]
     dt = xd.dtype
     # a window sum is a depthwise convolution with a ones kernel: its gradients
@@ -1290,6 +1323,29 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     if spatial == 1:
         out = out.squeeze(2)
     return out.squeeze(0) if unbatched else out
+
+
+def _avg_pool_node(x, unbatched, spatial, k, s, p, ceil_mode, count_include_pad,
+                   divisor_override, opname):
+    """avg_pool1d/2d of float32/64 ``x`` (batched or not) as one ``_AvgPool`` record."""
+    if x.dim() not in (spatial + 1, spatial + 2):
+        _batched(x, spatial, opname)            # (raises PyTorch's error)
+    xd = _arr(x)
+    shape = xd.shape
+    in4 = ((1,) + shape) if unbatched else shape
+    if spatial == 1:        # (N, C, L) pooled as (N, C, 1, L)
+        in4 = in4[:2] + (1,) + in4[2:]
+        k, s, p = (1,) + k, (1,) + s, (0,) + p
+    n, c, h, w = in4
+    oh = _pool_len(h, k[0], s[0], p[0], 1, ceil_mode)
+    ow = _pool_len(w, k[1], s[1], p[1], 1, ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise RuntimeError(f'{opname}: Given input size: ({"x".join(map(str, in4[1:]))}). '
+                           f'Calculated output size is too small')
+    geom = _avg_geom(h, w, k, s, p, oh, ow, count_include_pad, divisor_override)
+    out = _avg_pool_compiled(xd.reshape(in4), geom)
+    out = out.reshape(shape[:-spatial] + ((ow,) if spatial == 1 else (oh, ow)))
+    return apply_own(_AvgPool, x, geom, in4, out)
 
 
 def _avg_pool3d(x, k, s, p, ceil_mode, count_include_pad, divisor_override, opname):
