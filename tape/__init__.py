@@ -69,7 +69,13 @@ def get_default_dtype():
 
 
 def set_default_dtype(dtype):
-    _default_dtype[0] = np.dtype(dtype)
+    dt = np.dtype(dtype)
+    if dt.kind != 'f' or dt.itemsize < 4:
+        # (PyTorch also takes float16; tape keeps to float32 and float64, the
+        # dtypes its kernels are written for)
+        raise TypeError(f'only floating-point types are supported as the default type '
+                        f'(got {dt}; tape takes float32 and float64)')
+    _default_dtype[0] = dt
 
 
 # ------------------------------------------------------------------ creation
@@ -225,6 +231,11 @@ def _random(method, size, dtype, requires_grad):
     if dt == float32 or dt == float64:
         arr = method(_shape(size, 'rand'), dtype=dt)  # drawn in the target dtype: no copy
     else:
+        if dt.kind not in 'f':
+            # (PyTorch's rand/randn have no integer or bool kernels either)
+            name = 'uniform' if method.__name__ == 'random' else 'normal'
+            raise NotImplementedError(f'"{name}_kernel_cpu" not implemented for '
+                                      f"'{_ops._TORCH_DTYPE_NAMES.get(dt.str[1:], str(dt))}'")
         arr = method(_shape(size, 'rand')).astype(dt)
     t = _leaf(aligned(arr))
     if requires_grad:
@@ -344,9 +355,15 @@ def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=N
                    requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+def arange(start=None, end=None, step=1, dtype=None, requires_grad=False, device=None):
     if end is None:
+        if start is None:
+            raise TypeError("arange() missing required argument 'end'")
         start, end = 0, start
+    elif start is None:
+        start = 0           # arange(end=4)
+    # 0-d tensors count as the numbers they hold (an int tensor gives int64)
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     ints = builtins.all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
     if step == 0:
         raise RuntimeError('arange: step must be nonzero')
@@ -583,7 +600,7 @@ def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == 'floor':
-        if _mode.enabled and any(isinstance(t, Tensor) and t._rg for t in (input, other)):
+        if _mode.enabled and builtins.any(isinstance(t, Tensor) and t._rg for t in (input, other)):
             return _ew.floor(_div(input, other))        # differentiable: zero gradient
         return floor_divide(input, other)
     if rounding_mode != 'trunc':
@@ -594,7 +611,9 @@ def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     if a._data.dtype.kind in 'iub' and b._data.dtype.kind in 'iub':
         _no_integer_zero(b._data)
         q = np.trunc(np.true_divide(a._data, b._data))
-        return _leaf(q.astype(np.result_type(a._data, b._data)))
+        # PyTorch's promotion (an int32 tensor and a Python int stay int32)
+        return _leaf(q.astype(_dtypes.result_type(
+            *(x._data if isinstance(x, Tensor) else x for x in (input, other)))))
     return _ew.trunc(_div(a, b))
 
 
@@ -945,7 +964,7 @@ def floor_divide(a, b):
     """``a // b`` rounded toward minus infinity, in PyTorch's result dtype.  Not
     differentiable, as in PyTorch: on a tensor that requires grad it records a
     node whose backward raises.  Integer division by zero raises, as in PyTorch."""
-    if _mode.enabled and any(isinstance(t, Tensor) and t._rg for t in (a, b)):
+    if _mode.enabled and builtins.any(isinstance(t, Tensor) and t._rg for t in (a, b)):
         return _FloorDivide.apply(a, b)
     ad = a._data if isinstance(a, Tensor) else a
     bd = b._data if isinstance(b, Tensor) else b

@@ -66,8 +66,15 @@ def result_type(*operands):
 _FLOAT_RESULT = frozenset({'div', 'true_divide', 'atan2'})
 
 
+BOOL_SUB = ('Subtraction, the `-` operator, with {} is not supported. If you are trying '
+            'to invert a mask, use the `~` or `logical_not()` operator instead.')
+
+
 def binary_result(name, ad, bd, out):
     """``out`` (NumPy's result of ``name(ad, bd)``) cast to PyTorch's dtype."""
+    if name == 'sub' and (getattr(ad, 'dtype', None) == np.bool_
+                          or getattr(bd, 'dtype', None) == np.bool_):
+        raise RuntimeError(BOOL_SUB.format('a bool tensor'))
     dt = result_type(ad, bd)
     if name in _FLOAT_RESULT and dt.kind not in 'fc':
         dt = default_dtype[0]

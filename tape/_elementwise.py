@@ -396,7 +396,9 @@ def clamp(a, min=None, max=None):  # noqa: A002  (torch's argument names)
     if max is not None:
         out = np.minimum(out, max)
     if out.dtype is not np.dtype(d.dtype):
-        out = _dtypes.binary_result('clamp', d, min if min is not None else max, out)
+        # (the dtype of either bound promotes: an int tensor clamped to (0, 2.5) is float)
+        bound = max if type(max) is float or min is None else min
+        out = _dtypes.binary_result('clamp', d, bound, out)
     # the bounds go in the record (no gradient where lo > hi: see tape/_rules.py)
     return _with_const('clamp', a, out, -math.inf if min is None else min,
                        math.inf if max is None else max)

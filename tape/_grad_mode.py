@@ -3,6 +3,8 @@ import functools
 import inspect
 import sys
 
+import numpy as np
+
 from ._tape import grad_mode, set_grad_mode
 
 
@@ -142,11 +144,15 @@ class set_grad_enabled(_Mode):
     ``with`` block or decorated call)."""
 
     def __init__(self, mode):
+        if not isinstance(mode, (bool, np.bool_)):
+            raise TypeError(f'set_grad_enabled(): argument \'mode\' (position 1) must be '
+                            f'bool, not {type(mode).__name__}')
         self._value = bool(mode)
         self._prev = grad_mode.enabled
         set_grad_mode(self._value)
 
     def __enter__(self):
+        set_grad_mode(self._value)      # (an object made earlier sets its mode again)
         return self
 
     def __exit__(self, *exc):

@@ -765,6 +765,10 @@ def _binary(name, scalar_name, rscalar_name, npf):
                 if name == 'pow' and ad.dtype.kind in 'iu' and bd.dtype.kind in 'iu':
                     return _leaf(_integer_pow(ad, bd))
                 raise _broadcast_error(name, a, b) from None
+            except TypeError:
+                if name == 'sub' and ad.dtype.kind == 'b' and bd.dtype.kind == 'b':
+                    raise RuntimeError(_dtypes.BOOL_SUB.format('two bool tensors')) from None
+                raise
             if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
                 if out.dtype is not ad.dtype or bd.dtype is not ad.dtype:
                     out = _dtypes.binary_result(name, ad, bd, out)
@@ -1453,8 +1457,8 @@ def reshape(a, *shape):
 
 
 def view(a, *shape):
-    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int, np.integer)):
-        return a.to(shape[0])
+    if len(shape) == 1 and isinstance(shape[0], (np.dtype, type, str)):
+        return _view_dtype(a, shape[0])
     d = a._data
     shape = _infer_shape(_sizes(shape), d.size, 'view', d.shape)
     out = d.reshape(shape) if type(d) is np.ndarray else np.reshape(d, shape)
@@ -1474,6 +1478,31 @@ def view(a, *shape):
     if type(d) is np.ndarray and (d.flags.c_contiguous or np.may_share_memory(out, d)):
         _as_view(res, a, lambda m: m.reshape(shape))
     return res
+
+
+def _view_dtype(a, dtype):
+    """``a.view(dtype)``: a's bytes read as ``dtype`` (PyTorch's: the last dim scales
+    by the ratio of the element sizes), sharing its storage and version counter,
+    and outside the graph (PyTorch's is not differentiable either)."""
+    dt = np.dtype(dtype)
+    t = a.detach()
+    d = np.asarray(t._data)
+    src = d.dtype
+    if dt.itemsize != src.itemsize:
+        names = (_TORCH_DTYPE_NAMES.get(src.str[1:], str(src)),
+                 _TORCH_DTYPE_NAMES.get(dt.str[1:], str(dt)))
+        what = f'to view {names[0]} as {names[1]} (different element sizes)'
+        if d.ndim == 0:
+            raise RuntimeError(f'self.dim() cannot be 0 {what}')
+        if d.strides[-1] != src.itemsize and d.shape[-1] != 1:
+            raise RuntimeError(f'self.stride(-1) must be 1 {what}, but got '
+                               f'{d.strides[-1] // src.itemsize}')
+        ratio = dt.itemsize // src.itemsize
+        if ratio > 1 and d.shape[-1] % ratio:
+            raise RuntimeError(f'self.size(-1) must be divisible by {ratio} {what}, but got '
+                               f'{d.shape[-1]}')
+    t._data = d.view(dt)
+    return t
 
 
 _GRIDS = {}

@@ -287,23 +287,25 @@ class Tensor:
     __array_priority__ = 1000     # ndarray (op) Tensor defers to Tensor
 
     def __init__(self, data=None, *sizes, requires_grad=False):
-        # Tensor(data) follows torch.Tensor(data): float32 for Python numbers;
-        # Tensor(2, 3) and Tensor(Size) make a (zero-filled) tensor of that shape
+        # Tensor(data) follows torch.Tensor(data): the default dtype (float32
+        # unless set) for Python numbers; Tensor(2, 3) and Tensor(Size) make a
+        # (zero-filled) tensor of that shape
+        dt = _default_dtype[0]
         if data is None:
-            data = np.zeros(0, np.float32)
+            data = np.zeros(0, dt)
         elif type(data) is int or isinstance(data, Size) or sizes:
             shape = tuple(data) if isinstance(data, Size) else (data, *sizes)
             if not all(type(s) is int for s in shape):
                 raise TypeError(f'new(): argument \'size\' must be a tuple of ints, but got '
                                 f'{tuple(type(s).__name__ for s in shape)}')
-            data = np.zeros(shape, np.float32)
+            data = np.zeros(shape, dt)
         elif isinstance(data, (float, complex, bool)):
             raise TypeError(f'new(): data must be a sequence (got {type(data).__name__})')
         arr = np.array(data.numpy() if isinstance(data, Tensor) else data)
         if arr.dtype.kind in 'iub' and not isinstance(data, np.ndarray):
-            arr = arr.astype(np.float32)
+            arr = arr.astype(dt)
         elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
-            arr = arr.astype(np.float32)
+            arr = arr.astype(dt)
         _init(self, arr, False)
         if requires_grad:
             self.requires_grad_(True)
@@ -431,9 +433,9 @@ class Tensor:
                                f'a view of shape {tuple(np.shape(self._data))})')
         if self._tape is not None:
             self._tape = None
-            self._rg = False
             self._goff = -1
             self._rec = 0
+        self._rg = False        # (a leaf too: PyTorch's detach_ clears requires_grad)
         return self
 
     # -- shape and conversion -----------------------------------------
@@ -738,9 +740,28 @@ class Tensor:
 
 
 class Size(tuple):
-    """The shape of a tensor: a tuple that prints like ``tape.Size([2, 3])``."""
+    """The shape of a tensor: a tuple that prints like ``tape.Size([2, 3])``;
+    its slices, sums with tuples and repeats are Sizes too, as PyTorch's."""
     def __repr__(self):
         return f'tape.Size({list(self)})'
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if type(i) is slice else r
+
+    def __add__(self, other):
+        r = tuple.__add__(self, other)
+        return Size(r) if isinstance(other, tuple) else r
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple(other) + tuple(self))
+
+    def __mul__(self, n):
+        return Size(tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
 
     def numel(self):
         n = 1
