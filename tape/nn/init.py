@@ -9,6 +9,7 @@ tensor([0., 0.], requires_grad=True)
 import math as _math
 
 import math
+import warnings
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from .._tensor import _leaf
 
 __all__ = ['calculate_gain', 'uniform_', 'normal_', 'trunc_normal_', 'constant_', 'ones_',
            'zeros_', 'eye_', 'xavier_uniform_', 'xavier_normal_', 'kaiming_uniform_',
-           'kaiming_normal_', 'orthogonal_']
+           'kaiming_normal_', 'orthogonal_', 'dirac_', 'sparse_']
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -113,6 +114,7 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 
 def _kaiming_std(tensor, a, mode, nonlinearity):
     if tensor.numel() == 0:
+        warnings.warn('Initializing zero-element tensors is a no-op', stacklevel=3)
         return 0.0
     if mode not in ('fan_in', 'fan_out'):
         raise ValueError(f'Mode {mode} not supported, please use one of fan_in, fan_out')
@@ -134,6 +136,8 @@ def orthogonal_(tensor, gain=1, generator=None):
     """A (semi-)orthogonal matrix from the QR decomposition of a normal draw."""
     if tensor.dim() < 2:
         raise ValueError('Only tensors with 2 or more dimensions are supported')
+    if tensor.numel() == 0:
+        return tensor           # (no-op, as PyTorch's)
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     flat = _rng(generator).normal(0.0, 1.0, (rows, cols))
@@ -144,3 +148,61 @@ def orthogonal_(tensor, gain=1, generator=None):
     if rows < cols:
         q = q.T
     return _fill(tensor, (gain * q).reshape(tuple(tensor.shape)))
+
+
+def dirac_(tensor, groups=1):
+    """Identity taps: for a (out, in, *k) convolution weight, 1 at the kernel's
+    centre on each group's diagonal (input channel i to output channel i), 0
+    elsewhere, so the convolution keeps as many input channels as it can."""
+    dims = tensor.dim()
+    if dims not in (3, 4, 5):
+        raise ValueError('Only tensors with 3, 4, or 5 dimensions are supported')
+    sizes = tuple(tensor.shape)
+    if sizes[0] % groups != 0:
+        raise ValueError('dim 0 must be divisible by groups')
+    out_per_group = sizes[0] // groups
+    w = np.zeros(sizes)
+    centre = tuple(k // 2 for k in sizes[2:])
+    for g in range(groups):
+        for d in range(min(out_per_group, sizes[1])):
+            w[(g * out_per_group + d, d) + centre] = 1
+    return _fill(tensor, w)
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-d tensor of normal draws (mean 0, ``std``) with ``ceil(sparsity * rows)``
+    zeros in each column, at random rows."""
+    if tensor.dim() != 2:
+        raise ValueError('Only tensors with 2 dimensions are supported')
+    rows, cols = tuple(tensor.shape)
+    rng = _rng(generator)
+    w = rng.normal(0.0, std, (rows, cols))
+    zeros = int(math.ceil(sparsity * rows))
+    for c in range(cols):
+        w[rng.permutation(rows)[:zeros], c] = 0
+    return _fill(tensor, w)
+
+
+def _deprecated(fn):
+    """PyTorch's old non-underscore names, which warn and call the in-place form."""
+    old = fn.__name__[:-1]
+
+    def f(*args, **kwargs):
+        warnings.warn(f'`nn.init.{old}` is now deprecated in favor of `nn.init.{fn.__name__}`.',
+                      FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+    f.__name__ = old
+    return f
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

@@ -622,6 +622,22 @@ class Module:
                 raise AttributeError(f'`{item}` is not an nn.Module')
         return mod
 
+    def set_submodule(self, target, module, strict=False):
+        """Put ``module`` at the dotted path ``target``; with ``strict`` the attribute
+        must exist already."""
+        if target == '':
+            raise ValueError('Cannot set the submodule without a target name!')
+        path, _, name = target.rpartition('.')
+        parent = self.get_submodule(path)
+        if not isinstance(module, Module):
+            raise ValueError(f'`module` is not an nn.Module, found {type(module)}')
+        if hasattr(parent, name):
+            if not isinstance(getattr(parent, name), Module):
+                raise AttributeError(f'`{name}` is not an nn.Module')
+        elif strict:
+            raise AttributeError(f'{parent._get_name()} has no attribute `{name}`')
+        setattr(parent, name, module)
+
     def get_parameter(self, target):
         path, _, name = target.rpartition('.')
         mod = self.get_submodule(path)
@@ -1109,7 +1125,8 @@ class ModuleList(Module):
         return v
 
     def extend(self, modules):
-        if isinstance(modules, (Module, Tensor)) or not hasattr(modules, '__iter__'):
+        # (any iterable of modules, a ModuleList or Sequential too, as PyTorch's)
+        if isinstance(modules, Tensor) or not hasattr(modules, '__iter__'):
             raise TypeError('ModuleList.extend should be called with an iterable, but got '
                             + type(modules).__name__)
         for m in modules:

@@ -68,9 +68,9 @@ class Adadelta(Optimizer):
                     np.multiply(g, 1 - rho, out=tmp)
                     tmp *= g
                     v += tmp
-                    std = np.add(v, eps)
+                    std = np.add(v, eps, out=np.empty_like(v))     # (0-d p: arrays)
                     np.sqrt(std, out=std)
-                    delta = np.add(u, eps)
+                    delta = np.add(u, eps, out=np.empty_like(u))
                     np.sqrt(delta, out=delta)
                     delta /= std
                     delta *= g

@@ -76,7 +76,7 @@ class Adagrad(Optimizer):
                         g = g + wd * d
                     clr = lr / (1 + (step - 1) * lr_decay)
                     s = state['sum']._data
-                    tmp = np.multiply(g, g)
+                    tmp = np.multiply(g, g, out=np.empty_like(d))   # (an array for a 0-d p too)
                     s += tmp
                     np.sqrt(s, out=tmp)
                     tmp += eps

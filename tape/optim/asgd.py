@@ -64,7 +64,7 @@ class ASGD(Optimizer):
                         g = g + wd * d
                     eta = float(_array0(state['eta']))
                     d *= 1 - lambd * eta
-                    tmp = np.multiply(g, -eta)
+                    tmp = np.multiply(g, -eta, out=np.empty_like(d))     # (0-d p: an array)
                     d += tmp
                     mu = _array0(state['mu'])
                     ax = state['ax']._data

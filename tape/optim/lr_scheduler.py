@@ -170,6 +170,9 @@ def _per_group(optimizer, lr_lambda):
     return list(lr_lambda)
 
 
+_LRScheduler = LRScheduler     # the name subclasses written for PyTorch < 2.0 use
+
+
 class LambdaLR(LRScheduler):
     """``lr = base_lr * lr_lambda(epoch)`` (one function, or one per group).
 

@@ -83,7 +83,7 @@ class NAdam(Optimizer):
                     np.multiply(g, 1 - beta2, out=tmp)
                     tmp *= g
                     v += tmp
-                    denom = np.divide(v, bias_correction2)
+                    denom = np.divide(v, bias_correction2, out=np.empty_like(v))   # (0-d p: an array)
                     np.sqrt(denom, out=denom)
                     denom += eps
                     np.multiply(g, -lr * (1.0 - mu) / (1.0 - mu_product), out=tmp)

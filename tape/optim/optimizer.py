@@ -7,7 +7,8 @@ version bump (``_tensor._bump_version``, the same counter tape's in-place ops
 use), so a graph that saved the parameter before ``step()`` refuses to run
 backward afterwards, as in PyTorch, and a step allocates no tensors.
 """
-from collections import defaultdict
+import functools
+from collections import OrderedDict, defaultdict
 from copy import deepcopy
 from itertools import chain
 
@@ -17,7 +18,63 @@ from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, _bump_version, _leaf
 from .._views import forget_released_view_tapes
 
-__all__ = ['Optimizer', 'required']
+__all__ = ['Optimizer', 'required', 'register_optimizer_step_pre_hook',
+           'register_optimizer_step_post_hook']
+
+# hooks every optimizer's step runs (before its own): id -> hook
+_global_pre_hooks = OrderedDict()
+_global_post_hooks = OrderedDict()
+
+
+def _handle(*dicts):
+    from ..nn.modules import RemovableHandle
+    return RemovableHandle(*dicts)
+
+
+def register_optimizer_step_pre_hook(hook):
+    """``hook(optimizer, args, kwargs)`` before every optimizer's ``step``; it may
+    return new ``(args, kwargs)``.  Returns a handle with ``remove()``."""
+    h = _handle(_global_pre_hooks)
+    _global_pre_hooks[h.id] = hook
+    return h
+
+
+def register_optimizer_step_post_hook(hook):
+    """``hook(optimizer, args, kwargs)`` after every optimizer's ``step``."""
+    h = _handle(_global_post_hooks)
+    _global_post_hooks[h.id] = hook
+    return h
+
+
+def _run_pre_hooks(opt, args, kwargs):
+    for hooks in (_global_pre_hooks, opt.__dict__.get('_step_pre_hooks')):
+        for hook in list((hooks or {}).values()):
+            r = hook(opt, args, kwargs)
+            if r is not None:
+                if not (isinstance(r, tuple) and len(r) == 2):
+                    raise RuntimeError(f'{hook} must return None or a tuple of (new_args, '
+                                       f'new_kwargs), but got {r}.')
+                args, kwargs = r
+    return args, kwargs
+
+
+def _with_step_hooks(step):
+    """``step`` running the optimizer's and the global step hooks around it (what
+    ``Optimizer.__init__`` puts on a class, once: PyTorch patches the same way)."""
+    @functools.wraps(step)
+    def hooked(self, *args, **kwargs):
+        d = self.__dict__
+        if not (_global_pre_hooks or _global_post_hooks or d.get('_step_pre_hooks')
+                or d.get('_step_post_hooks')):
+            return step(self, *args, **kwargs)
+        args, kwargs = _run_pre_hooks(self, args, kwargs)
+        out = step(self, *args, **kwargs)
+        for hooks in (d.get('_step_post_hooks'), _global_post_hooks):
+            for hook in list((hooks or {}).values()):
+                hook(self, args, kwargs)
+        return out
+    hooked._step_hooked = True
+    return hooked
 
 
 class _RequiredParameter:
@@ -53,6 +110,9 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = defaults
+        cls = type(self)
+        if not getattr(cls.step, '_step_hooked', False):
+            cls.step = _with_step_hooks(cls.step)
         if isinstance(params, Tensor):
             raise TypeError('params argument given to the optimizer should be an iterable of '
                             'Tensors or dicts, but got ' + _typename(params))
@@ -89,6 +149,22 @@ class Optimizer:
                 if key != 'params':
                     s += f'    {key}: {group[key]}\n'
         return s + ')'
+
+    # -- step hooks
+    def register_step_pre_hook(self, hook):
+        """``hook(optimizer, args, kwargs)`` before this optimizer's ``step``; it may
+        return new ``(args, kwargs)``.  Returns a handle with ``remove()``."""
+        hooks = self.__dict__.setdefault('_step_pre_hooks', OrderedDict())
+        h = _handle(hooks)
+        hooks[h.id] = hook
+        return h
+
+    def register_step_post_hook(self, hook):
+        """``hook(optimizer, args, kwargs)`` after this optimizer's ``step``."""
+        hooks = self.__dict__.setdefault('_step_post_hooks', OrderedDict())
+        h = _handle(hooks)
+        hooks[h.id] = hook
+        return h
 
     # -- groups
     def add_param_group(self, param_group):

@@ -60,7 +60,7 @@ class Rprop(Optimizer):
                         state['step_size'] = _leaf(np.full(np.shape(g), lr, g.dtype))
                     _next_step(state)
                     prev, step_size = state['prev']._data, state['step_size']._data
-                    sign = np.sign(np.multiply(g, prev))
+                    sign = np.asarray(np.sign(np.multiply(g, prev)))     # (0-d p: an array)
                     sign[sign > 0] = etaplus
                     sign[sign < 0] = etaminus
                     sign[sign == 0] = 1
