@@ -126,3 +126,30 @@ def test_init_dirac_against_torch():
         tape.nn.init.dirac_(a, groups)
         torch.nn.init.dirac_(t, groups)
         np.testing.assert_array_equal(a.numpy(), t.numpy())
+
+
+def test_extra_state_round_trip():
+    nn = tape.nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(1, 1)
+            self.cfg = {'a': 1}
+
+        def get_extra_state(self):
+            return self.cfg
+
+        def set_extra_state(self, state):
+            self.cfg = dict(state, loaded=True)
+    sd = nn.Sequential(M()).state_dict()
+    assert list(sd) == ['0._extra_state', '0.lin.weight', '0.lin.bias']
+    m = nn.Sequential(M())
+    m.load_state_dict(sd)
+    assert m[0].cfg == {'a': 1, 'loaded': True}
+    del sd['0._extra_state']
+    with pytest.raises(RuntimeError, match='Missing key.*_extra_state'):
+        m.load_state_dict(sd)
+    assert m.load_state_dict(sd, strict=False).missing_keys == ['0._extra_state']
+    # a module without the methods saves no such key
+    assert '_extra_state' not in ''.join(nn.Linear(1, 1).state_dict())

@@ -105,6 +105,9 @@ class Parameter(metaclass=_ParameterMeta):
 
 
 
+_EXTRA_STATE = '_extra_state'      # the state-dict key of get_extra_state's value
+
+
 # -- hooks ----------------------------------------------------------------------
 class RemovableHandle:
     """What ``register_*_hook`` returns: ``handle.remove()`` unregisters the hook
@@ -752,6 +755,19 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE] = self.get_extra_state()
+
+    def get_extra_state(self):
+        """Override (with ``set_extra_state``) to keep a picklable value in the
+        state dict, under ``'<prefix>_extra_state'``."""
+        raise RuntimeError('Reached a code path in Module.get_extra_state() that should never '
+                           'be called.')
+
+    def set_extra_state(self, state):
+        """Override (with ``get_extra_state``) to restore the value it saved."""
+        raise RuntimeError('Reached a code path in Module.set_extra_state() that should never '
+                           'be called.')
 
     def state_dict(self, *args, destination=None, prefix='', keep_vars=False):
         """An ordered dict of dotted names to (detached) parameters and persistent
@@ -851,11 +867,19 @@ class Module:
                                   f'in the model are {param.shape} and whose dimensions in the '
                                   f'checkpoint are {value.shape}, an exception occurred : '
                                   f'{ex.args}.')
+        extra = type(self).set_extra_state is not Module.set_extra_state
+        if extra:
+            key = prefix + _EXTRA_STATE
+            if key in state_dict:
+                self.set_extra_state(state_dict[key])
+            elif strict:
+                missing_keys.append(key)
         if strict:
             for key in state_dict:
                 if key.startswith(prefix):
                     first = key[len(prefix):].split('.', 1)[0]
-                    if first not in self._modules and first not in local:
+                    if first not in self._modules and first not in local and not (
+                            extra and first == _EXTRA_STATE):
                         unexpected_keys.append(key)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
