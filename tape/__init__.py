@@ -110,8 +110,16 @@ def _infer(data, dtype=None):
             and not _has_numpy_float64(data):
         arr = arr.astype(_default_dtype[0])
     elif arr.dtype.kind in 'iu':
+        if arr.dtype == np.uint64 and not isinstance(data, np.generic) \
+                and arr.size and arr.max() > np.iinfo(np.int64).max:
+            # a Python int past int64 (NumPy picks uint64; the cast would wrap)
+            raise ValueError('Overflow when unpacking long long')
         arr = arr.astype(np.int64)
     elif arr.dtype.kind in 'OUS':
+        if arr.dtype.kind == 'O' and builtins.any(
+                type(x) is builtins.int for x in (_flat(data) if isinstance(data, (list, tuple))
+                                                  else (data,))):
+            raise ValueError('Overflow when unpacking long long')     # (an int past 64 bits)
         raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__} '
                         f"(new(): invalid data type '{type(data).__name__}')")
     return arr

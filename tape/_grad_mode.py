@@ -135,8 +135,14 @@ def is_inference_mode_enabled():
 
 
 class enable_grad(_NoParamMode):
-    """Enable recording inside the block, even within ``no_grad``."""
+    """Enable recording inside the block, even within ``no_grad``; not within
+    ``inference_mode``, which wins as in PyTorch (nothing is recorded there)."""
     _value = True
+
+    def __enter__(self):
+        self._prev = grad_mode.enabled
+        set_grad_mode(not grad_mode.inference)
+        return self
 
 
 class set_grad_enabled(_Mode):
@@ -147,7 +153,7 @@ class set_grad_enabled(_Mode):
         if not isinstance(mode, (bool, np.bool_)):
             raise TypeError(f'set_grad_enabled(): argument \'mode\' (position 1) must be '
                             f'bool, not {type(mode).__name__}')
-        self._value = bool(mode)
+        self._value = bool(mode) and not grad_mode.inference    # (inference mode wins)
         self._prev = grad_mode.enabled
         set_grad_mode(self._value)
 

@@ -136,3 +136,26 @@ def test_against_pytorch():
     assert list(tape.ones(2, 3, 4).shape[1:]) == list(torch.ones(2, 3, 4).shape[1:])
     x, xt = tape.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
     assert x.detach_().requires_grad == xt.detach_().requires_grad
+
+
+def test_python_ints_past_int64_raise():
+    for data in (2 ** 63, [2 ** 64], 2 ** 70):
+        with pytest.raises(ValueError, match='Overflow'):
+            tape.tensor(data)
+    assert tape.tensor(2 ** 63 - 1).item() == 2 ** 63 - 1
+
+
+def test_inference_mode_wins_over_enable_grad():
+    x = tape.ones(2, requires_grad=True)
+    with tape.inference_mode():
+        with tape.enable_grad():
+            y = x * 2
+        with tape.set_grad_enabled(True):
+            z = x * 2
+    assert not y.requires_grad and not z.requires_grad
+    with tape.no_grad():
+        with tape.enable_grad():
+            assert (x * 2).requires_grad
+    with tape.inference_mode(), tape.inference_mode(False), tape.enable_grad():
+        assert (x * 2).requires_grad
+    assert tape.is_grad_enabled()
