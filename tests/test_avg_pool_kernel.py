@@ -192,3 +192,27 @@ def test_against_torch(shape, k, s, dtype):
     np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), **tol)
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), **tol)
     assert type(y.grad_fn).__name__ == type(yt.grad_fn).__name__
+
+
+def test_create_graph_gradient_requires_grad_as_pytorch():
+    """A gradient through a pooling (or a convolution with constant weights) does
+    not depend on the input, but PyTorch's double-backward node takes it: the
+    gradient requires grad, and a penalty on it gives the input a zero gradient
+    (none through the convolution)."""
+    x = tape.ones(1, 1, 4, 4, dtype=tape.float64, requires_grad=True)
+    w = tape.ones(1, 1, 3, 3, dtype=tape.float64)
+    cases = [(lambda: F.avg_pool2d(x, 2), 'AvgPool2DBackwardBackward0', True),
+             (lambda: F.avg_pool2d(x, 3, 1, 1), 'AvgPool2DBackwardBackward0', True),
+             (lambda: F.max_pool2d(x, 2), 'MaxPool2DWithIndicesBackwardBackward0', True),
+             (lambda: F.conv2d(x, w, padding=1), 'ConvolutionBackwardBackward0', False)]
+    for make, name, zeros in cases:
+        x.grad = None
+        g, = tape.autograd.grad(make().sum(), x, create_graph=True)
+        assert g.requires_grad and type(g.grad_fn).__name__ == name
+        (g ** 2).sum().backward()
+        if zeros:
+            assert x.grad is not None and not x.grad.numpy().any()
+        else:
+            assert x.grad is None
+    g, = tape.autograd.grad(F.avg_pool2d(x, 2).sum(), x)      # no create_graph: a constant
+    assert not g.requires_grad

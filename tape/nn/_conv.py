@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from .._tape import grad_mode as _grad_mode
 from .._tensor import Tensor, _leaf
 from ..autograd.function import Function, apply_own, apply_own_inputs
 
@@ -47,6 +48,43 @@ __all__ = ['conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d',
 
 # stride (sh, sw); pads ((top, bottom), (left, right)); dilation (dh, dw); groups
 _Geom = _namedtuple('_Geom', ['stride', 'pads', 'dilation', 'groups'])
+
+
+class _ZeroLink(Function):
+    """``r`` returned as is, recorded as depending on ``x`` with a zero gradient.
+
+    A gradient taken with create_graph through a pooling, or through a
+    convolution with constant weights, does not depend on the input; PyTorch's
+    double-backward node (``MaxPool2DWithIndicesBackwardBackward0``, ...) still
+    takes the input, so the gradient requires grad and a gradient penalty on it
+    runs (giving the input a zero gradient).  ``_linked`` does the same."""
+    @staticmethod
+    def forward(ctx, r, x, zeros):
+        # zeros: a zero gradient for x (PyTorch's pools), else none (its convolution)
+        ctx.x_shape = tuple(x.shape)
+        ctx.x_dtype = _arr(x).dtype
+        ctx.zeros = zeros
+        return _leaf(_arr(r))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, _leaf(np.zeros(ctx.x_shape, ctx.x_dtype)) if ctx.zeros else None, None
+
+
+_LINKS = {}
+
+
+def _linked(r, x, name, zeros=True):
+    """``r`` (a gradient built under create_graph) tied to ``x`` as ``_ZeroLink``
+    says, where x requires grad and r does not (node ``name``; with ``zeros``
+    a backward gives x a zero gradient, else none, as PyTorch's node does)."""
+    if r is None or r.requires_grad or not x.requires_grad or not _grad_mode.enabled:
+        return r
+    cls = _LINKS.get(name)
+    if cls is None:
+        cls = _LINKS[name] = type(name, (_ZeroLink,), {})
+        cls._backward_name = name
+    return cls.apply(r, x, zeros)
 
 
 def _tuple(v, n, name):
@@ -397,7 +435,8 @@ class _Conv(Function):
         x, w = ctx.saved_tensors
         gx = gw = None
         if ctx.needs_input_grad[0]:
-            gx = _ConvInputGrad.apply(gy, w, ctx.geom, tuple(x.shape[2:]))
+            gx = _linked(_ConvInputGrad.apply(gy, w, ctx.geom, tuple(x.shape[2:])), x,
+                         'ConvolutionBackwardBackward0', zeros=False)
         if ctx.needs_input_grad[1]:
             gw = _ConvWeightGrad.apply(x, gy, ctx.geom, tuple(w.shape))
         return gx, gw, None
@@ -551,7 +590,8 @@ class _Conv2d(Function):
         x, w = ctx.saved_tensors
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
-            gx = _ConvInputGrad.apply(gy, w, ctx.geom, tuple(x.shape[2:]))
+            gx = _linked(_ConvInputGrad.apply(gy, w, ctx.geom, tuple(x.shape[2:])), x,
+                         'ConvolutionBackwardBackward0', zeros=False)
         if ctx.needs_input_grad[1]:
             gw = _ConvWeightGrad.apply(x, gy, ctx.geom, tuple(w.shape))
         if ctx.needs_input_grad[2]:
@@ -563,6 +603,8 @@ class _Conv2d(Function):
         return _conv_layer_backward(ctx, g)
 
 
+# PyTorch's nodes for a convolution's gradients (one node there, for both)
+_ConvInputGrad._backward_name = _ConvWeightGrad._backward_name = 'ConvolutionBackwardBackward0'
 # PyTorch's node for a convolution
 _Conv2d._backward_name = 'ConvolutionBackward0'
 
@@ -1016,7 +1058,8 @@ class _MaxPool(Function):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        return _PoolScatter.apply(g, ctx.idx, tuple(x.shape)), None, None
+        return _linked(_PoolScatter.apply(g, ctx.idx, tuple(x.shape)), x,
+                       'MaxPool2DWithIndicesBackwardBackward0'), None, None
 
     @staticmethod
     def _backward_array(ctx, x, g):
@@ -1248,7 +1291,8 @@ class _AvgPool(Function):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        return _AvgPoolScatter.apply(g, ctx.geom, ctx.in4, tuple(x.shape)), None, None, None
+        return _linked(_AvgPoolScatter.apply(g, ctx.geom, ctx.in4, tuple(x.shape)), x,
+                       'AvgPool2DBackwardBackward0'), None, None, None
 
     @staticmethod
     def _backward_array(ctx, x, g):
