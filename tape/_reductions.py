@@ -525,6 +525,8 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
         s = _sum_squares32(a, d, keepdim)
     elif p == 2:
         s = _ops.sum_(_ops.mul(a, a), dims, keepdim)
+    elif p < 0 and np.any(d == 0):
+        return _negative_norm_with_zeros(a, d, p, dims, keepdim)
     elif p < 1 and np.any(d == 0):
         # |x| ** p has an infinite slope at 0 (0 * inf: NaN): zeros contribute
         # nothing and get a zero gradient, as PyTorch's norm backward masks them
@@ -536,6 +538,20 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     else:
         s = _ops.sum_(_ops.pow_(_ops.abs_(a), p), dims, keepdim)
     return _root(s, 'norm_root', 1.0 / p)
+
+
+def _negative_norm_with_zeros(a, d, p, dims, keepdim):
+    """The p-norm (p < 0) of ``a``, which has a zero: a slice with a zero has
+    sum |x|^p = inf and so norm 0, with a zero gradient throughout, as PyTorch's;
+    the other slices as usual."""
+    note_value_use('norm')
+    from . import _elementwise as _ew
+    zero = d == 0
+    hit = np.any(zero, axis=dims, keepdims=keepdim)
+    hit_full = np.any(zero, axis=dims, keepdims=True)
+    powered = _ops.pow_(_ew.where(zero, 1.0, _ops.abs_(a)), p)
+    s = _ops.sum_(_ew.where(np.broadcast_to(hit_full, d.shape), 1.0, powered), dims, keepdim)
+    return _ew.where(hit, 0.0, _root(s, 'norm_root', 1.0 / p))
 
 
 def _sum_squares32(a, d, keepdim):

@@ -86,8 +86,8 @@ def _solve_np(a, b):
     try:
         return np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
-        raise RuntimeError('torch.linalg.solve: The solver failed because the input matrix is '
-                           'singular.') from None
+        raise LinAlgError('torch.linalg.solve: The solver failed because the input matrix is '
+                          'singular.') from None
 
 
 def _solve_fn():
@@ -153,7 +153,11 @@ def inv(A, *, out=None):
         raise RuntimeError(f'linalg.inv: A must be batches of square matrices, but they are '
                            f'{A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} matrices')
     eye = _ops._const(np.eye(A.shape[-1], dtype=np.asarray(A._data).dtype))
-    return solve(A, eye)
+    try:
+        return solve(A, eye)
+    except LinAlgError:
+        raise LinAlgError('linalg.inv: The inversion could not be completed because the input '
+                          'matrix is singular.') from None
 
 
 def _det_fns():
@@ -170,10 +174,14 @@ def _det_fns():
         @staticmethod
         def backward(ctx, g):
             A, = ctx.saved_tensors
+            if _singular(A):
+                # the cofactor matrix (det A times A^-T where that exists), from
+                # the SVD: a constant under create_graph
+                return g.unsqueeze(-1).unsqueeze(-1) * _leaf(_cofactors(np.asarray(A._data)))
             return (g * LinalgDet.apply(A)).unsqueeze(-1).unsqueeze(-1) * inv(A).mT
 
     class LinalgLogAbsDet(Function):
-        """``log|det(A)|``; ``gA = g A^-T``."""
+        """``log|det(A)|``; ``gA = g A^-T`` (cofactors / det: infinite for a singular A)."""
         @staticmethod
         def forward(ctx, A):
             ctx.save_for_backward(A)
@@ -182,8 +190,39 @@ def _det_fns():
         @staticmethod
         def backward(ctx, g):
             A, = ctx.saved_tensors
+            if _singular(A):
+                a = np.asarray(A._data)
+                with np.errstate(divide='ignore', invalid='ignore'):
+                    inv_t = _cofactors(a) / np.linalg.det(a)[..., None, None]
+                return g.unsqueeze(-1).unsqueeze(-1) * _leaf(inv_t)
             return g.unsqueeze(-1).unsqueeze(-1) * inv(A).mT
     return LinalgDet, LinalgLogAbsDet
+
+
+def _singular(A):
+    """Is a matrix of (the batch) ``A`` exactly singular (LAPACK's LU says so)?"""
+    import numpy as np
+    try:
+        np.linalg.inv(np.asarray(A._data))
+    except np.linalg.LinAlgError:
+        return True
+    return False
+
+
+def _cofactors(a):
+    """The cofactor matrices of the (batch of) square ``a``: the gradient of det,
+    defined for singular matrices too (rank n-1: nonzero; lower: zero).  From
+    the SVD a = U diag(s) Vh: det(U) det(Vh) U diag(prod of the other s) Vh."""
+    import numpy as np
+    u, s, vh = np.linalg.svd(a)
+    n = s.shape[-1]
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    # products of the singular values left and right of each (no division by zero)
+    left = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)
+    right = np.cumprod(np.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]
+    others = left * right if n else s
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    return (sign[..., None, None] * (u * others[..., None, :])) @ vh
 
 
 _DET = []
