@@ -1346,46 +1346,46 @@ def vjp_trunc(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_clamp(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """ClampBackward1: ga += where_pos(ge(d, c) * eq(out, a), grad, 0.0)"""
+    """ClampBackward1: ga += where_pos(ge(d, c) * ge(a, c) * ge(d, a), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
             k_c = F32(c)
             k_d = F32(d)
             if set_a:
                 for i in range(n):
-                    ga[i] = where_pos32(ge32(k_d, k_c) * eq32(out[i], a[i]), g[i], F32(0.0))
+                    ga[i] = where_pos32(ge32(k_d, k_c) * ge32(a[i], k_c) * ge32(k_d, a[i]), g[i], F32(0.0))
             else:
                 for i in range(n):
-                    ga[i] += where_pos32(ge32(k_d, k_c) * eq32(out[i], a[i]), g[i], F32(0.0))
+                    ga[i] += where_pos32(ge32(k_d, k_c) * ge32(a[i], k_c) * ge32(k_d, a[i]), g[i], F32(0.0))
         elif set_a:
             for i in range(n):
-                ga[i] = where_pos(ge(d, c) * eq(out[i], a[i]), g[i], 0.0)
+                ga[i] = where_pos(ge(d, c) * ge(a[i], c) * ge(d, a[i]), g[i], 0.0)
         else:
             for i in range(n):
-                ga[i] += where_pos(ge(d, c) * eq(out[i], a[i]), g[i], 0.0)
+                ga[i] += where_pos(ge(d, c) * ge(a[i], c) * ge(d, a[i]), g[i], 0.0)
 
 
 @njit(cache=True, error_model='numpy')
 def vjp_hardtanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """HardtanhBackward0: ga += where_pos(eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d)), grad, 0.0)"""
+    """HardtanhBackward0: ga += where_pos(eq(a, a) * (1.0 - ge(c, a)) * (1.0 - ge(a, d)), grad, 0.0)"""
     n = g.shape[0]
     if ga.shape[0]:
-        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+        if g.itemsize == 4 and a.itemsize == 4 and ga.itemsize == 4:
             k_c = F32(c)
             k_d = F32(d)
             if set_a:
                 for i in range(n):
-                    ga[i] = where_pos32(eq32(out[i], a[i]) * (F32(1.0) - eq32(a[i], k_c)) * (F32(1.0) - eq32(a[i], k_d)), g[i], F32(0.0))
+                    ga[i] = where_pos32(eq32(a[i], a[i]) * (F32(1.0) - ge32(k_c, a[i])) * (F32(1.0) - ge32(a[i], k_d)), g[i], F32(0.0))
             else:
                 for i in range(n):
-                    ga[i] += where_pos32(eq32(out[i], a[i]) * (F32(1.0) - eq32(a[i], k_c)) * (F32(1.0) - eq32(a[i], k_d)), g[i], F32(0.0))
+                    ga[i] += where_pos32(eq32(a[i], a[i]) * (F32(1.0) - ge32(k_c, a[i])) * (F32(1.0) - ge32(a[i], k_d)), g[i], F32(0.0))
         elif set_a:
             for i in range(n):
-                ga[i] = where_pos(eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d)), g[i], 0.0)
+                ga[i] = where_pos(eq(a[i], a[i]) * (1.0 - ge(c, a[i])) * (1.0 - ge(a[i], d)), g[i], 0.0)
         else:
             for i in range(n):
-                ga[i] += where_pos(eq(out[i], a[i]) * (1.0 - eq(a[i], c)) * (1.0 - eq(a[i], d)), g[i], 0.0)
+                ga[i] += where_pos(eq(a[i], a[i]) * (1.0 - ge(c, a[i])) * (1.0 - ge(a[i], d)), g[i], 0.0)
 
 
 @njit(cache=True, error_model='numpy')

@@ -1696,12 +1696,9 @@ def _fwd_clamp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     else:
         for i in range(uint64(n)):
             V[uv0 + i] = Vt[uv0 + i]
-    uvo = uint64(v + 1 * n)
     for i in range(uint64(n)):
         a = V[uv0 + i]
-        r = minimum(maximum(a, c), d)
-        F[uout + i] = r
-        V[uvo + i] = r
+        F[uout + i] = minimum(maximum(a, c), d)
     return -1
 
 
@@ -1719,12 +1716,9 @@ def _fwd_hardtanh(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     else:
         for i in range(uint64(n)):
             V[uv0 + i] = Vt[uv0 + i]
-    uvo = uint64(v + 1 * n)
     for i in range(uint64(n)):
         a = V[uv0 + i]
-        r = minimum(maximum(a, c), d)
-        F[uout + i] = r
-        V[uvo + i] = r
+        F[uout + i] = minimum(maximum(a, c), d)
     return -1
 
 

@@ -1285,13 +1285,12 @@ def _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """ClampBackward1."""
     ugo = uint64(go)
     uv0 = uint64(v)
-    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     d = RF[k, 6]
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += where_pos(ge(d, c) * eq(V[uv1 + i], V[uv0 + i]), G[ugo + i], 0.0)
+            G[ug + i] += where_pos(ge(d, c) * ge(V[uv0 + i], c) * ge(d, V[uv0 + i]), G[ugo + i], 0.0)
     return -1
 
 
@@ -1300,13 +1299,12 @@ def _op_hardtanh(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """HardtanhBackward0."""
     ugo = uint64(go)
     uv0 = uint64(v)
-    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     d = RF[k, 6]
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += where_pos(eq(V[uv1 + i], V[uv0 + i]) * (1.0 - eq(V[uv0 + i], c)) * (1.0 - eq(V[uv0 + i], d)), G[ugo + i], 0.0)
+            G[ug + i] += where_pos(eq(V[uv0 + i], V[uv0 + i]) * (1.0 - ge(c, V[uv0 + i])) * (1.0 - ge(V[uv0 + i], d)), G[ugo + i], 0.0)
     return -1
 
 

@@ -572,6 +572,37 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 
 # ---------------------------------------------------------------- functions
+def _into_out(result, out, name, *inputs):
+    """``result`` written into ``out`` (PyTorch's ``out=``), which is returned;
+    ``result`` itself where ``out`` is None.  As PyTorch: no autograd through it,
+    no float result into an integer ``out``, a resize (with its warning) where
+    the shapes differ."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if _mode.enabled and (out._rg or builtins.any(isinstance(t, Tensor) and t._rg
+                                                  for t in inputs)):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
+    r = result._data if isinstance(result, Tensor) else np.asarray(result)
+    od = np.asarray(out._data)
+    if not np.can_cast(r.dtype, od.dtype, 'same_kind'):
+        raise RuntimeError(f'result type {_ops._TORCH_DTYPE_NAMES.get(r.dtype.str[1:], r.dtype)} '
+                           f"can't be cast to the desired output type "
+                           f'{_ops._TORCH_DTYPE_NAMES.get(od.dtype.str[1:], od.dtype)}')
+    with no_grad():
+        if od.shape != r.shape:
+            if od.size:
+                import warnings
+                warnings.warn(f'An output with one or more elements was resized since it had '
+                              f'shape {list(od.shape)}, which does not match the required '
+                              f'output shape {list(r.shape)}.', UserWarning, stacklevel=3)
+            out.resize_(*r.shape)
+        out.copy_(_leaf(r))
+    return out
+
+
 def _either(op, rop, name):
     """``tape.<name>(input, other)``: either argument may be the tensor (a Python
     number first is PyTorch's wrapped scalar: ``tape.add(2.0, x)``)."""
@@ -579,17 +610,21 @@ def _either(op, rop, name):
 
     def f(input, other, *, out=None):  # noqa: A002
         if isinstance(input, Tensor):
-            return op(input, other)
-        if isinstance(other, Tensor) and rop is not None:
-            return rop(other, input)
-        raise TypeError(f'{name}(): argument \'input\' must be Tensor, not '
-                        f'{type(input).__name__}')
+            r = op(input, other)
+        elif isinstance(other, Tensor) and rop is not None:
+            r = rop(other, input)
+        else:
+            raise TypeError(f'{name}(): argument \'input\' must be Tensor, not '
+                            f'{type(input).__name__}')
+        return r if out is None else _into_out(r, out, name, input, other)
     f.__name__ = name
     return f
 
 
 def add(input, other, *, alpha=None, out=None):  # noqa: A002
     """``input + alpha * other``."""
+    if out is not None:
+        return _into_out(add(input, other, alpha=alpha), out, 'add', input, other)
     if alpha is not None and alpha != 1:
         other = other * alpha
     return _add(input, other)
@@ -597,6 +632,8 @@ def add(input, other, *, alpha=None, out=None):  # noqa: A002
 
 def sub(input, other, *, alpha=None, out=None):  # noqa: A002
     """``input - alpha * other``."""
+    if out is not None:
+        return _into_out(sub(input, other, alpha=alpha), out, 'sub', input, other)
     if alpha is not None and alpha != 1:
         other = other * alpha
     return _sub(input, other)
@@ -605,6 +642,9 @@ def sub(input, other, *, alpha=None, out=None):  # noqa: A002
 def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     """``input / other``; ``rounding_mode`` 'trunc' or 'floor' rounds the quotient
     (its gradient is then zero, as in PyTorch)."""
+    if out is not None:
+        return _into_out(div(input, other, rounding_mode=rounding_mode), out, 'div', input,
+                         other)
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == 'floor':
@@ -772,6 +812,10 @@ def _bind():
             raise RuntimeError('fill_ only supports 0-dimension value tensor but got tensor '
                                f'with {value._data.ndim} dimensions (fill_ on a tensor of '
                                f'shape {tuple(a._data.shape)}).')
+        if isinstance(value, Tensor) and value._rg and _mode.enabled:
+            # a value that requires grad gets the sum of the gradients: a recorded write
+            a[...] = value
+            return a
         return o.inplace(a, 'fill', value)
     T.fill_ = fill_
     T.backward = _backward_method
@@ -867,6 +911,8 @@ clamp, clip, clamp_min, clamp_max = _ew.clamp, _ew.clamp, _ew.clamp_min, _ew.cla
 atan2 = arctan2 = _ew.atan2
 def remainder(input, other, *, out=None):  # noqa: A002
     """Python's ``%``: the sign of the divisor."""
+    if out is not None:
+        return _into_out(remainder(input, other), out, 'remainder', input, other)
     if isinstance(input, Tensor):
         if input._data.dtype.kind in 'iub' and np.result_type(
                 input._data, other._data if isinstance(other, Tensor) else other).kind in 'iub':
@@ -879,6 +925,8 @@ def remainder(input, other, *, out=None):  # noqa: A002
 
 def fmod(input, other, *, out=None):  # noqa: A002
     """C's ``fmod``: the sign of the dividend."""
+    if out is not None:
+        return _into_out(fmod(input, other), out, 'fmod', input, other)
     if input._data.dtype.kind in 'iub' and np.result_type(
             input._data, other._data if isinstance(other, Tensor) else other).kind in 'iub':
         _no_integer_zero(other._data if isinstance(other, Tensor) else other)

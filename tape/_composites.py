@@ -1554,6 +1554,13 @@ def _index_array(index):
     return np.asarray(_np(index) if isinstance(index, Tensor) else index, np.int64)
 
 
+def _index_key(index):
+    """One part of an ``index_put`` key: a bool mask stays a mask (it picks where
+    it is True), anything else is an int64 index array."""
+    arr = np.asarray(_np(index) if isinstance(index, Tensor) else index)
+    return arr if arr.dtype == np.bool_ else arr.astype(np.int64, copy=False)
+
+
 def index_copy(input, dim, index, source):  # noqa: A002
     """``input`` with the slices at ``index`` along ``dim`` replaced by ``source``'s."""
     a = _t(input)
@@ -1591,7 +1598,7 @@ def masked_scatter(input, mask, source):  # noqa: A002
 def index_put(input, indices, values, accumulate=False):  # noqa: A002
     """``input`` with ``input[indices] = values`` (``+=`` with ``accumulate``)."""
     a = _t(input)
-    key = tuple(_index_array(i) for i in indices)
+    key = tuple(_index_key(i) for i in indices)
     if not accumulate:
         out = _ops.clone(a)
         out[key] = values

@@ -179,7 +179,11 @@ _silu = _unary('silu', _np_silu)
 
 
 def silu(a, inplace=False):
-    return _silu(_floats_only(_t(a), 'silu_cpu'))
+    a = _floats_only(_t(a), 'silu_cpu')
+    if inplace:         # (F.silu(x, inplace=True) and nn.SiLU(inplace=True): x changed, returned)
+        from ._ops import inplace_apply
+        return inplace_apply(a, _silu)
+    return _silu(a)
 def _np_sign(x):
     out = np.sign(x)
     if out.dtype.kind == 'f':

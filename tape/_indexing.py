@@ -407,6 +407,12 @@ def setitem(a, key, value):
         raise IndexError(f'index: {e} (tensor of shape {tuple(d.shape)})') from None
     vd = value._data if isinstance(value, Tensor) else value
     vshape = np.shape(vd)
+    extra = len(vshape) - np.ndim(pos)
+    if extra > 0 and all(n == 1 for n in vshape[:extra]):
+        # leading size-1 dims of the value are dropped, as PyTorch does
+        vshape = vshape[extra:]
+        value = value.reshape(vshape) if isinstance(value, Tensor) else np.reshape(vd, vshape)
+        vd = value._data if isinstance(value, Tensor) else value
     if not _broadcasts_to(vshape, np.shape(pos)):
         raise RuntimeError(f'setitem: shape mismatch: value tensor of shape {_shape_str(vshape)} '
                            f'cannot be broadcast to indexing result of shape '
@@ -525,11 +531,15 @@ def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
 
 def _scatter_prod_fn():
     from .autograd import Function, once_differentiable
+    from .autograd.function import _OnceDifferentiable
 
     class ScatterReduce(Function):
         """reduce='prod': PyTorch's gradient (``scatter_reduce_backward``), zeros
         included: each element's gradient is the product of the others reduced
-        with it; computed in NumPy, so it differentiates only once."""
+        with it; computed in NumPy, so it differentiates only once: its gradients
+        depend on the inputs too, so differentiating them raises (where
+        ``once_differentiable`` alone would see only the incoming gradient and
+        give the second derivative as 0)."""
 
         @staticmethod
         def forward(ctx, a, src, dim, index, include_self):
@@ -537,11 +547,21 @@ def _scatter_prod_fn():
             tgt, vals, _, spos = _scatter_write(a, dim, index, src, 'scatter_reduce')
             out, _ = _scatter_reduce_np(d, tgt, vals, 'prod', include_self)
             ctx.parts = (d, tgt, vals, spos, np.asarray(src._data).shape, include_self, out)
+            ctx.inputs = (a, src)
             return _leaf(out.reshape(d.shape))
 
         @staticmethod
-        @once_differentiable
         def backward(ctx, grad):
+            grads = ScatterReduce._prod_grads(ctx, grad)
+            deps = [t for t in (grad,) + ctx.inputs if isinstance(t, Tensor) and t._rg]
+            if not (grad_mode.enabled and deps):
+                return grads
+            return tuple(None if r is None else _OnceDifferentiable.apply(r, *deps)
+                         for r in grads)
+
+        @staticmethod
+        @once_differentiable
+        def _prod_grads(ctx, grad):
             d, tgt, vals, spos, src_shape, include_self, out = ctx.parts
             g = np.asarray(grad._data).reshape(-1)
             flat = d.reshape(-1)

@@ -1609,7 +1609,13 @@ def _unwrap_key(key):
     if isinstance(key, tuple):
         return tuple(_unwrap_key(k) for k in key)
     if isinstance(key, Tensor):
-        return np.asarray(key._data)
+        k = np.asarray(key._data)
+        if k.ndim == 0 and k.dtype.kind in 'iu':
+            # a 0-d integer tensor indexes as the int it holds (PyTorch's: a view,
+            # and a basic key for the large-record backward, which writes the
+            # gradient into the region it picks)
+            return int(k)
+        return k
     if type(key) is slice and key.step is not None and key.step < 0:
         raise ValueError('step must be greater than zero (a slice with a negative step; '
                          'use flip() to reverse)')

@@ -299,16 +299,17 @@ RULES = [
       fwd='round_decimals(a, c)'),
     E('trunc', 'TruncBackward0', 'a', ('zero(grad)',), fwd='trunc(a)'),
     # clamp(x, lo, hi) with c = lo and d = hi (-inf / inf when not given): the
-    # gradient passes where lo <= x <= hi, i.e. where the result is x itself (NaN
-    # gives 0, as in PyTorch), and nowhere when lo > hi
-    E('clamp', 'ClampBackward1', 'a', ('where_pos(ge(d, c) * eq(out, a), grad, 0.0)',),
+    # gradient passes where lo <= x <= hi (NaN gives 0, as in PyTorch), and
+    # nowhere when lo > hi.  Read from x alone, as PyTorch saves only x: an
+    # in-place change of the result afterwards is then no error
+    E('clamp', 'ClampBackward1', 'a', ('where_pos(ge(d, c) * ge(a, c) * ge(d, a), grad, 0.0)',),
       consts='cd',
       fwd='minimum(maximum(a, c), d)'),
     # hardtanh/relu6: clamp, but the gradient passes only strictly inside (c, d),
     # as PyTorch's hardtanh_backward (0 at NaN, as its float64 kernel gives; its
-    # float32 kernel passes it there)
+    # float32 kernel passes it there); from x alone, as clamp
     E('hardtanh', 'HardtanhBackward0', 'a',
-      ('where_pos(eq(out, a) * (1.0 - eq(a, c)) * (1.0 - eq(a, d)), grad, 0.0)',), consts='cd',
+      ('where_pos(eq(a, a) * (1.0 - ge(c, a)) * (1.0 - ge(a, d)), grad, 0.0)',), consts='cd',
       fwd='minimum(maximum(a, c), d)'),
     # out = a ** c for a >= 0 (a sum of |x|^p); 0 gradient at a == 0, as PyTorch's
     # norm backward masks the zero vector
