@@ -39,3 +39,71 @@ def ndtr(input):  # noqa: A002
 def ndtri(input):  # noqa: A002
     """The inverse of ``ndtr``: ``sqrt(2) * erfinv(2p - 1)``."""
     return _tape.erfinv(input * 2.0 - 1.0) * _math.sqrt(2.0)
+
+
+round = _tape.round  # noqa: A001
+
+
+def entr(input):  # noqa: A002
+    """``-x log x`` for x > 0, 0 at 0, -inf for x < 0 (NaN stays NaN)."""
+    import numpy as np
+    x = input if isinstance(input, _tape.Tensor) else _tape.tensor(input)
+    d = np.asarray(x._data)
+    pos = d > 0
+    safe = _tape.where(_tape.from_numpy(pos), x, 1.0)
+    val = -safe * _tape.log(safe)
+    rest = np.where(d == 0, 0.0, np.where(d < 0, -np.inf, d)).astype(val.dtype)
+    return _tape.where(_tape.from_numpy(pos), val, _tape.from_numpy(rest))
+
+
+def xlog1py(input, other):  # noqa: A002
+    """``x * log1p(y)``, 0 where x == 0 (unless y is NaN), as ``xlogy``; the
+    gradient in x is log1p(y) (at x == 0 too), in y x / (1 + y)."""
+    import numpy as np
+    x = input if isinstance(input, _tape.Tensor) else _tape.tensor(input)
+    y = other if isinstance(other, _tape.Tensor) else _tape.tensor(other, dtype=x.dtype)
+    xd, yd = np.asarray(x._data), np.asarray(y._data)
+    log1p_y = _tape.log1p(y)
+    with np.errstate(all='ignore'):
+        # only where log1p(y) is infinite (y == -1) does 0 * log1p(y) need the 0
+        drop = (xd == 0) & np.isinf(np.log1p(yd))
+    if np.any(drop):
+        shape = np.broadcast_shapes(xd.shape, yd.shape)
+        log1p_y = _tape.where(_tape.from_numpy(np.ascontiguousarray(np.broadcast_to(
+            drop, shape))), 0.0, log1p_y)
+    return x * log1p_y
+
+
+# log_ndtr's asymptotic series for x < -20: log(1 - 1/x^2 + 3/x^4 - ...), to x^-10
+_LOG_NDTR_SERIES = (-945.0, 105.0, -15.0, 3.0, -1.0)
+
+
+def log_ndtr(input):  # noqa: A002
+    """``log(ndtr(x))``: ``log1p(-ndtr(-x))`` for x > 0, through erfc down to
+    x = -20, and by the asymptotic series ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - ...)`` below (where
+    ndtr underflows; the series' truncation is under 1e-11 there)."""
+    import numpy as np
+    x = input if isinstance(input, _tape.Tensor) else _tape.tensor(input)
+    d = np.asarray(x._data)
+    with np.errstate(invalid='ignore'):
+        tail = np.ascontiguousarray(d < -20)
+    with np.errstate(invalid='ignore'):
+        upper = np.ascontiguousarray(d > 0)
+    if upper.any():
+        # log(1 - ndtr(-x)) for x > 0: log1p keeps what log of a rounded 1 loses
+        u = _tape.from_numpy(upper)
+        up = _tape.log1p(-ndtr(-_tape.where(u, x, 1.0)))
+        rest = _tape.where(u, -1.0, x)
+        return _tape.where(u, up, log_ndtr(rest))
+    if not tail.any():
+        return _tape.log(ndtr(x))
+    t = _tape.from_numpy(tail)
+    near = _tape.where(t, 0.0, x)                   # (0 where the series applies)
+    far = _tape.where(t, x, -30.0)                  # (-30 where it does not)
+    inv2 = 1.0 / (far * far)
+    s = inv2 * _LOG_NDTR_SERIES[0]
+    for c in _LOG_NDTR_SERIES[1:]:
+        s = (s + c) * inv2
+    series = -0.5 * far * far - _tape.log(-far) - 0.5 * _math.log(2 * _math.pi) \
+        + _tape.log1p(s)
+    return _tape.where(t, series, _tape.log(ndtr(near)))

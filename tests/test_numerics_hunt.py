@@ -130,3 +130,41 @@ def test_against_pytorch():
         if lib is tape:
             mine = h.numpy()
     np.testing.assert_allclose(mine, h.numpy(), rtol=1e-10)
+
+
+def test_special_entr_xlog1py_log_ndtr():
+    e = tape.special.entr(tape.tensor([-1., 0., 0.5, 2.], dtype=F64))
+    np.testing.assert_allclose(e.numpy(), [-np.inf, 0., 0.5 * math.log(2), -2 * math.log(2)])
+    x = tape.tensor([0., 0., 1., 2.], dtype=F64, requires_grad=True)
+    y = tape.tensor([1., -1., -0.5, 3.], dtype=F64, requires_grad=True)
+    v = tape.special.xlog1py(x, y)
+    np.testing.assert_allclose(v.detach().numpy(), [0., 0., math.log(0.5), 2 * math.log(4)])
+    v.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [math.log(2), 0., math.log(0.5), math.log(4)])
+    np.testing.assert_allclose(y.grad.numpy(), [0., np.nan, 2., 0.5])
+    xs = tape.tensor([-40., -25., -20.5, -19., -5., 0., 3.], dtype=F64, requires_grad=True)
+    ln = tape.special.log_ndtr(xs)
+    assert np.isfinite(ln.detach().numpy()).all()
+    # d/dx log ndtr(x) = pdf / cdf ~ -x for x -> -inf
+    ln.sum().backward()
+    assert abs(xs.grad.numpy()[0] - 40.02498) < 1e-4
+    assert tape.autograd.gradcheck(tape.special.log_ndtr, (tape.tensor(
+        [-30., -21., -19.5, -1., 2.], dtype=F64, requires_grad=True),))
+
+
+def test_special_against_pytorch():
+    torch = pytest.importorskip('torch')
+    xs = [-40., -25., -20.5, -19., -5., 0., 3., 10.]
+    a = tape.tensor(xs, dtype=F64, requires_grad=True)
+    t = torch.tensor(xs, dtype=torch.float64, requires_grad=True)
+    ya, yt = tape.special.log_ndtr(a), torch.special.log_ndtr(t)
+    np.testing.assert_allclose(ya.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+    ya.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-11)
+    for lib in (tape, torch):
+        v = lib.special.xlog1py(lib.tensor([0., 1., 2.], dtype=lib.float64),
+                                lib.tensor([1., -0.5, 3.], dtype=lib.float64))
+        if lib is tape:
+            mine = v.numpy()
+    np.testing.assert_allclose(mine, v.numpy(), rtol=1e-15)
