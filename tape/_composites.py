@@ -1122,9 +1122,16 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
         parts = [t if isinstance(t, Tensor) else _ops._const(t, a)
                  for t in (prepend, a, append) if t is not None]
         a = _sh.cat(parts, dim)
+    if a.dim() == 0:
+        raise RuntimeError('diff expects input to be at least one-dimensional')
+    boolean = _np(a).dtype == np.bool_
     for _ in range(n):
         m = a.shape[dim]
-        a = _ops.sub(a.narrow(dim, 1, m - 1), a.narrow(dim, 0, m - 1))
+        if m == 0:
+            break               # (n past the length: an empty result, as PyTorch)
+        hi, lo = a.narrow(dim, 1, m - 1), a.narrow(dim, 0, m - 1)
+        # a bool tensor's difference is the XOR of neighbours, as PyTorch's
+        a = _ew.logical_xor(hi, lo) if boolean else _ops.sub(hi, lo)
     return a
 
 

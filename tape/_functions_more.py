@@ -20,7 +20,7 @@ import numpy as np
 from . import _ops
 from ._tensor import Tensor, _leaf
 
-__all__ = ['svd', 'cholesky', 'lu', 'lu_unpack', 'lu_solve', 'triangular_solve', 'quantile',
+__all__ = ['svd', 'cholesky', 'cholesky_solve', 'cholesky_inverse', 'lu', 'lu_unpack', 'lu_solve', 'triangular_solve', 'quantile',
            'nanquantile', 'isin', 'ldexp', 'diagonal_scatter', 'select_scatter',
            'slice_scatter', 'unravel_index', 'chain_matmul', 'gradient', 'pdist', 'nextafter',
            'vander', 'is_nonzero', 'narrow_copy', 'mvlgamma', 'i0']
@@ -115,6 +115,27 @@ def cholesky(input, upper=False, *, out=None):  # noqa: A002
     """``torch.cholesky``: ``linalg.cholesky`` with the ``upper`` flag positional."""
     _warn_once('cholesky', _DEPRECATED['cholesky'])
     return _linalg().cholesky(input, upper=upper)
+
+
+def cholesky_solve(B, L, upper=False, *, out=None):
+    """``torch.cholesky_solve``: ``X`` with ``A X = B`` for ``A = L L^T`` (``U^T U``
+    with ``upper``).  Solved with ``A`` formed from the factor, so that the
+    gradient in ``L`` is PyTorch's: that of ``A = L L^T`` in every entry of L
+    (triangular solves would read, and give a gradient to, one triangle only)."""
+    la = _linalg()
+    B = B if isinstance(B, Tensor) else _ops._const(B)
+    L = L if isinstance(L, Tensor) else _ops._const(L)
+    A = L.mT @ L if upper else L @ L.mT
+    return la.solve(A, B)
+
+
+def cholesky_inverse(L, upper=False, *, out=None):
+    """``torch.cholesky_inverse``: ``A^-1`` for ``A = L L^T`` (``U^T U`` with ``upper``)."""
+    L = L if isinstance(L, Tensor) else _ops._const(L)
+    n = L.shape[-1]
+    eye = _leaf(np.ascontiguousarray(np.broadcast_to(np.eye(n, dtype=np.asarray(L._data).dtype),
+                                                     tuple(L.shape))))
+    return cholesky_solve(eye, L, upper)
 
 
 def lu(A, pivot=True, get_infos=False, out=None):

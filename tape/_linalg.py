@@ -332,6 +332,32 @@ def _expand_labels(x, lab, sizes):
     return x if shape == want else _ops.expand(x, want)
 
 
+def _sublist_equation(first, rest):
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` (PyTorch's sublist form, ``...``
+    as Ellipsis) as an equation and its operands."""
+    args = (first,) + tuple(rest)
+    out = None
+    if len(args) % 2:                   # operand, sublist pairs, then the output's
+        out, args = args[-1], args[:-1]
+    ops, subs = args[0::2], args[1::2]
+
+    def letters(sub):
+        chars = []
+        for v in sub:
+            if v is Ellipsis:
+                chars.append('...')
+            elif isinstance(v, int) and 0 <= v < 52:
+                chars.append('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'[v])
+            else:
+                raise ValueError(f'einsum(): subscript in subscript list is not within the '
+                                 f'valid range [0, 52), got {v}')
+        return ''.join(chars)
+    eq = ','.join(letters(s) for s in subs)
+    if out is not None:
+        eq += '->' + letters(out)
+    return eq, tuple(ops)
+
+
 def einsum(equation, *operands):
     """Einstein summation for one or two operands (more are folded pairwise).
 
@@ -339,6 +365,8 @@ def einsum(equation, *operands):
     >>> tape.einsum('ij,jk->ik', tape.ones(2, 3), tape.ones(3, 4)).shape
     tape.Size([2, 4])
     """
+    if not isinstance(equation, str):
+        equation, operands = _sublist_equation(equation, operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     ops = [_t(x) for x in operands]

@@ -707,6 +707,6 @@ def any(a, dim=None, keepdim=False):  # noqa: A001
 
 def count_nonzero(a, dim=None):
     d = np.asarray(_t(a)._data)
-    if dim is None:
-        return _leaf(np.int64(np.count_nonzero(d)))
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return _leaf(np.int64(np.count_nonzero(d)))     # (dim=() counts all, as PyTorch)
     return _leaf(np.count_nonzero(d, axis=_dims(dim, d.ndim, 'count_nonzero')).astype(np.int64))

@@ -664,8 +664,11 @@ def matrix_power(A, n, *, out=None):
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError(f'matrix_power(): argument \'n\' must be int, not {type(n).__name__}')
     if n == 0:
-        eye = np.broadcast_to(np.eye(A.shape[-1], dtype=A._data.dtype), A.shape)
-        return _leaf(np.ascontiguousarray(eye))
+        eye = np.ascontiguousarray(np.broadcast_to(np.eye(A.shape[-1], dtype=A._data.dtype),
+                                                   A.shape))
+        # (A * 0 + I: tied to A with a zero gradient, as PyTorch's result requires grad)
+        return _ops.add(_ops.mul(A, 0.0), _leaf(eye)) if A._rg and _grad_enabled() \
+            else _leaf(eye)
     if n < 0:
         A, n = inv(A), -n
     result, base = None, A

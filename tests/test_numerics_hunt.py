@@ -168,3 +168,55 @@ def test_special_against_pytorch():
         if lib is tape:
             mine = v.numpy()
     np.testing.assert_allclose(mine, v.numpy(), rtol=1e-15)
+
+
+def test_einsum_sublist_form():
+    a, b = np.random.default_rng(1).random((2, 3)), np.random.default_rng(2).random((3, 4))
+    A, B = tape.tensor(a), tape.tensor(b)
+    np.testing.assert_allclose(tape.einsum(A, [0, 1], B, [1, 2], [0, 2]).numpy(), a @ b)
+    assert tape.einsum(A, [0, 1], B, [1, 2]).shape == (2, 4)
+    assert tape.einsum(A, [Ellipsis, 1], [1]).shape == (3,)
+
+
+def test_cholesky_solve_and_inverse():
+    rng = np.random.default_rng(0)
+    m = rng.standard_normal((3, 3))
+    a = m @ m.T + 3 * np.eye(3)
+    b = rng.standard_normal((3, 2))
+    L = tape.linalg.cholesky(tape.tensor(a))
+    np.testing.assert_allclose(tape.cholesky_solve(tape.tensor(b), L).numpy(),
+                               np.linalg.solve(a, b), rtol=1e-12)
+    np.testing.assert_allclose(tape.cholesky_solve(tape.tensor(b), L.mT.contiguous(),
+                                                   upper=True).numpy(),
+                               np.linalg.solve(a, b), rtol=1e-12)
+    np.testing.assert_allclose(tape.cholesky_inverse(L).numpy(), np.linalg.inv(a), rtol=1e-12)
+    Lr = L.detach().requires_grad_()
+    assert tape.autograd.gradcheck(lambda B, L: tape.cholesky_solve(B, L),
+                                   (tape.tensor(b, requires_grad=True), Lr))
+
+
+def test_matrix_power_zero_diff_and_count_nonzero_edges():
+    x = tape.eye(2, dtype=F64, requires_grad=True)
+    y = tape.linalg.matrix_power(x, 0)
+    assert y.requires_grad
+    y.sum().backward()
+    assert not x.grad.numpy().any()
+    assert tape.diff(tape.tensor([1., 2., 4.]), n=5).shape == (0,)
+    assert tape.diff(tape.tensor([True, False, False, True])).tolist() == [True, False, True]
+    with pytest.raises(RuntimeError):
+        tape.diff(tape.tensor(1.))
+    assert tape.count_nonzero(tape.ones(3, 4, 5), dim=()).item() == 60
+
+
+def test_cholesky_solve_gradient_against_pytorch():
+    torch = pytest.importorskip('torch')
+    rng = np.random.default_rng(0)
+    m = rng.standard_normal((3, 3))
+    a = m @ m.T + 3 * np.eye(3)
+    b = rng.standard_normal((3, 2))
+    grads = []
+    for lib in (tape, torch):
+        L = lib.linalg.cholesky(lib.tensor(a)).requires_grad_()
+        lib.cholesky_solve(lib.tensor(b), L).sum().backward()
+        grads.append(L.grad.numpy())
+    np.testing.assert_allclose(*grads, rtol=1e-12, atol=1e-15)
