@@ -5,6 +5,7 @@ values, writing each result into the value arena F and each record's saved
 values into V.  compiler/replaygen.py documents the arguments and how a
 caller runs the COLD_FWD kernels.
 """
+# built against helper modules digest 688dfe58e6d00643
 import math
 
 import numpy as np

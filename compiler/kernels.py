@@ -206,8 +206,10 @@ def digamma(x):
     if x < 0.0:
         if x == np.floor(x):
             return math.nan
-        # reflection: psi(x) = psi(1 - x) - pi / tan(pi x)
-        shift = math.pi / math.tan(math.pi * (x - np.floor(x)))
+        # reflection: psi(x) = psi(1 - x) - pi / tan(pi x), tan's period taken
+        # off exactly (x - round(x) is exact; x - floor(x) rounds to 1 for a
+        # tiny negative x, whose pi / tan(pi x) is 1 / x)
+        shift = math.pi / math.tan(math.pi * (x - np.rint(x)))
         x = 1.0 - x
     s = 0.0
     while x < 10.0:
