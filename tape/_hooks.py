@@ -96,8 +96,9 @@ class SlotHooks:
         if self.fns or self.retain is not None:
             s = self.slot
             g = _leaf(grads.get(s, self.size, self.shape).astype(self.dtype))
+            had = bool(self.fns)        # (a hook may remove itself while it runs)
             new = _apply(self.fns, g, self.shape, 'a non-leaf tensor')
-            if self.fns:
+            if had:
                 # g is a copy: a hook may have changed it in place (g.clamp_())
                 grads.set(s, self.size, new._data)
             self._retain(new, copy=True)

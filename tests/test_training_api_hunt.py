@@ -153,3 +153,42 @@ def test_extra_state_round_trip():
     assert m.load_state_dict(sd, strict=False).missing_keys == ['0._extra_state']
     # a module without the methods saves no such key
     assert '_extra_state' not in ''.join(nn.Linear(1, 1).state_dict())
+
+
+def test_legacy_loss_flags_and_in_place_dropout():
+    F = tape.nn.functional
+    x = tape.tensor([[1., 2.], [3., 4.]])
+    t = tape.zeros(2, 2)
+    with pytest.warns(UserWarning, match='size_average and reduce'):
+        assert F.mse_loss(x, t, size_average=False).item() == 30.0
+    with pytest.warns(UserWarning):
+        assert F.nll_loss(x, tape.tensor([0, 1]), reduce=False).tolist() == [-1., -4.]
+    with pytest.warns(UserWarning):
+        assert F.l1_loss(x, t, reduce=False).shape == (2, 2)
+    with pytest.warns(UserWarning):
+        assert F.binary_cross_entropy_with_logits(x, t, size_average=False).shape == ()
+    y = tape.ones(10, 10)
+    assert F.dropout(y, 0.5, inplace=True) is y and (y == 0).any().item()
+    with pytest.raises(RuntimeError, match='leaf Variable'):
+        F.dropout(tape.ones(3, requires_grad=True), 0.5, inplace=True)
+    w = tape.ones(50, requires_grad=True)
+    h = w * 1
+    tape.nn.Dropout(0.5, inplace=True)(h)
+    h.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), h.detach().numpy())
+
+
+def test_backward_inputs_given_twice_and_a_hook_removing_itself():
+    x = tape.tensor([1., 2.], dtype=tape.float64, requires_grad=True)
+    x.exp().sum().backward(inputs=[x, x])
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([1., 2.]))
+    x = tape.tensor([1., 2.], dtype=tape.float64, requires_grad=True)
+    h = x * 2
+    handles = []
+
+    def once(g):
+        handles[0].remove()
+        return g * 3
+    handles.append(h.register_hook(once))
+    (h * h).sum().backward()
+    assert x.grad.tolist() == [24., 48.]

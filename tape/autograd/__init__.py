@@ -125,9 +125,13 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
                 retain_grad(x)
         gs = grad(outputs, ins, grad_tensors, retain_graph=retain_graph,
                   create_graph=create_graph, allow_unused=True)
+        done = set()
         for x, g in zip(ins, gs):
             if g is None or x._tape is not None:     # a non-leaf: its retain hook did it
                 continue
+            if id(x) in done:       # (a leaf given twice gets its gradient once)
+                continue
+            done.add(id(x))
             if not create_graph:
                 g = g.detach()
             if x._grad is None or create_graph:

@@ -225,6 +225,8 @@ def _class_shapes(inp, target, opname):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
              reduce=None, reduction='mean'):
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
     inp = _t(input)
     tgt = np.asarray(target._data if isinstance(target, Tensor) else target)
     if tgt.dtype.kind not in 'iu':
@@ -279,6 +281,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduce=None, reduction='mean', label_smoothing=0.0):
     """``nll_loss(log_softmax(input))`` for class indices; probabilities (a float
     ``target`` shaped like ``input``) and ``label_smoothing`` as in PyTorch."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f'cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: '
                            f'{label_smoothing}')
@@ -399,6 +403,8 @@ def _same_shape(inp, tgt, opname):
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction='mean'):  # noqa: A002
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
     if type(input) is Tensor and type(target) is Tensor and (
             reduction == 'mean' or reduction == 'sum'):
         out = _mse_direct(input, target, reduction == 'mean')
@@ -451,6 +457,8 @@ _F32 = np.dtype(np.float32)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction='mean'):  # noqa: A002
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
     inp, tgt = _t(input), _t(target, input)
     _no_bool_sub(inp, tgt)
     _same_shape(inp, tgt, 'l1_loss')
@@ -459,6 +467,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction='mean'):  #
 
 def binary_cross_entropy(input, target, weight=None, size_average=None,  # noqa: A002
                          reduce=None, reduction='mean'):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
     inp, tgt = _t(input), _t(target, input)
     si, st = np.shape(inp._data), np.shape(tgt._data)
     if si != st:
@@ -483,6 +493,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None,  # noqa:
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,  # noqa: A002
                                      reduce=None, reduction='mean', pos_weight=None):
     """``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)``: stable for any x."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
     inp, tgt = _t(input), _t(target, input)
     si, st = np.shape(inp._data), np.shape(tgt._data)
     if si != st:
@@ -561,9 +573,13 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):  # noqa
         return a
     d = np.asarray(a._data)
     if p == 1.0:
-        return _ops.mul(a, _leaf(np.zeros(d.shape, d.dtype)))
-    keep = _rng_of(generator).random(d.shape) >= p
-    return _ops.mul(a, _leaf((keep / (1.0 - p)).astype(d.dtype)))
+        mask = _leaf(np.zeros(d.shape, d.dtype))
+    else:
+        keep = _rng_of(generator).random(d.shape) >= p
+        mask = _leaf((keep / (1.0 - p)).astype(d.dtype))
+    if inplace:         # (x itself changed and returned, as PyTorch's)
+        return _ops.inplace_apply(a, lambda t: _ops.mul(t, mask))
+    return _ops.mul(a, mask)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
