@@ -425,6 +425,12 @@ def max_pool_2x2(x, oh, ow, out, idx):
                 jf[np.uint64(o + q)] = top + 2 * q + at
 
 
+@njit(cache=True, inline='always')
+def _clip_window(start, k, n):
+    """The part [lo, hi) of the window [start, start + k) inside [0, n)."""
+    return max(start, 0), min(start + k, n)
+
+
 @njit(cache=True, error_model='numpy')
 def avg_pool_window(x, kh, kw, sh, sw, ph, pw, div, out):
     """Window means of (N, C, H, W) ``x`` into ``out`` (N, C, OH, OW): window
@@ -441,13 +447,9 @@ def avg_pool_window(x, kh, kw, sh, sw, ph, pw, div, out):
         xbase = plane * h * w
         obase = plane * oh * ow
         for p in range(oh):
-            r0 = p * sh - ph
-            i0 = max(r0, 0)
-            i1 = min(r0 + kh, h)
+            i0, i1 = _clip_window(p * sh - ph, kh, h)
             for q in range(ow):
-                c0 = q * sw - pw
-                j0 = max(c0, 0)
-                j1 = min(c0 + kw, w)
+                j0, j1 = _clip_window(q * sw - pw, kw, w)
                 acc = 0.0
                 for i in range(i0, i1):
                     row = xbase + i * w
@@ -491,13 +493,9 @@ def avg_pool_scatter(g, kh, kw, sh, sw, ph, pw, div, out):
         acc[:] = 0.0
         gbase = plane * oh * ow
         for p in range(oh):
-            r0 = p * sh - ph
-            i0 = max(r0, 0)
-            i1 = min(r0 + kh, h)
+            i0, i1 = _clip_window(p * sh - ph, kh, h)
             for q in range(ow):
-                c0 = q * sw - pw
-                j0 = max(c0, 0)
-                j1 = min(c0 + kw, w)
+                j0, j1 = _clip_window(q * sw - pw, kw, w)
                 v = gf[np.uint64(gbase + p * ow + q)] / div[p, q]
                 for i in range(i0, i1):
                     row = i * w

@@ -1261,13 +1261,19 @@ def _np_sum(d, axis=None, keepdims=False):
     if r is not None:
         return r
     # np.add.reduce skips np.sum's Python-level dispatch (~1 us per call)
-    if d.dtype is _F16:
-        # accumulated in float32, as PyTorch's (NumPy's float16 sum along a
-        # strided axis accumulates in float16)
-        return np.add.reduce(d, axis=axis, dtype=_F32, keepdims=keepdims).astype(_F16)
-    if d.dtype.kind == 'u':     # (NumPy's sum of uint8 is uint64, PyTorch's int64)
-        return np.add.reduce(d, axis=axis, dtype=np.int64, keepdims=keepdims)
+    acc = _SUM_ACC.get(d.dtype.char)
+    if acc is not None:
+        # float16 accumulated in float32, as PyTorch's (NumPy's float16 sum along
+        # a strided axis accumulates in float16); unsigned ints summed to int64
+        # (NumPy gives uint64)
+        out = np.add.reduce(d, axis=axis, dtype=acc, keepdims=keepdims)
+        return out.astype(_F16) if d.dtype is _F16 else out
     return np.add.reduce(d, axis=axis, keepdims=keepdims)
+
+
+# dtype chars _np_sum accumulates in another dtype than NumPy's
+_SUM_ACC = {'e': np.float32, 'B': np.int64, 'H': np.int64, 'I': np.int64, 'L': np.int64,
+            'Q': np.int64}
 
 
 # PyTorch's names for dtypes in its error messages, by NumPy's dtype.str[1:]

@@ -174,11 +174,13 @@ def _det_fns():
         @staticmethod
         def backward(ctx, g):
             A, = ctx.saved_tensors
-            if _singular(A):
+            try:
+                inv_t = inv(A).mT
+            except LinAlgError:
                 # the cofactor matrix (det A times A^-T where that exists), from
                 # the SVD: a constant under create_graph
                 return g.unsqueeze(-1).unsqueeze(-1) * _leaf(_cofactors(np.asarray(A._data)))
-            return (g * LinalgDet.apply(A)).unsqueeze(-1).unsqueeze(-1) * inv(A).mT
+            return (g * LinalgDet.apply(A)).unsqueeze(-1).unsqueeze(-1) * inv_t
 
     class LinalgLogAbsDet(Function):
         """``log|det(A)|``; ``gA = g A^-T`` (cofactors / det: infinite for a singular A)."""
@@ -190,23 +192,14 @@ def _det_fns():
         @staticmethod
         def backward(ctx, g):
             A, = ctx.saved_tensors
-            if _singular(A):
+            try:
+                inv_t = inv(A).mT
+            except LinAlgError:
                 a = np.asarray(A._data)
                 with np.errstate(divide='ignore', invalid='ignore'):
-                    inv_t = _cofactors(a) / np.linalg.det(a)[..., None, None]
-                return g.unsqueeze(-1).unsqueeze(-1) * _leaf(inv_t)
-            return g.unsqueeze(-1).unsqueeze(-1) * inv(A).mT
+                    inv_t = _leaf(_cofactors(a) / np.linalg.det(a)[..., None, None])
+            return g.unsqueeze(-1).unsqueeze(-1) * inv_t
     return LinalgDet, LinalgLogAbsDet
-
-
-def _singular(A):
-    """Is a matrix of (the batch) ``A`` exactly singular (LAPACK's LU says so)?"""
-    import numpy as np
-    try:
-        np.linalg.inv(np.asarray(A._data))
-    except np.linalg.LinAlgError:
-        return True
-    return False
 
 
 def _cofactors(a):
