@@ -35,15 +35,8 @@ from ._sweep import run_scalar as _run_scalar
 
 __version__ = '0.1.0'
 
-# NumPy warns of the floating-point exceptions in the arrays tape computes (log
-# of 0, sqrt of a negative, an overflowing exp); PyTorch computes the same infs
-# and NaNs silently.  The filter matches only warnings raised from tape's and
-# compiler's own code (NumPy attributes a ufunc's warning to its caller), so a
-# user's NumPy code warns as before; an errstate around each op would cost
-# ~1 us an op.
-_warnings.filterwarnings('ignore', message='(divide by zero|overflow|underflow|invalid value) '
-                         'encountered in ', category=RuntimeWarning,
-                         module=r'(tape|compiler)(\.|$)')
+# NumPy's floating-point warnings, which PyTorch does not give: see tape/_fpwarn.py
+from . import _fpwarn  # noqa: F401,E402
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -108,7 +101,10 @@ def _infer(data, dtype=None):
     arr = np.array(data)
     if arr.dtype == np.float64 and not isinstance(data, np.floating) \
             and not _has_numpy_float64(data):
-        arr = arr.astype(_default_dtype[0])
+        try:
+            arr = arr.astype(_default_dtype[0])
+        except RuntimeWarning as e:     # a number past float32's range is inf there
+            arr = _ops.quietly(e, arr.astype, _default_dtype[0])
     elif arr.dtype.kind in 'iu':
         if arr.dtype == np.uint64 and not isinstance(data, np.generic) \
                 and arr.size and arr.max() > np.iinfo(np.int64).max:

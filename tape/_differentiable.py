@@ -73,9 +73,9 @@ def _pow_grad(x, y):
     if not isinstance(y, Tensor):
         if y == 0:
             return _ops.mul(x, 0.0)
-        if y == 2.0:
-            # x ** 1.0 is x, value and every derivative: skip recording the pow
-            return _ops.mul(x, y)
+        # x ** 1.0 is recorded even though its value is x: PyTorch's gradient
+        # of x**2 is 2 * x.pow(1), whose own gradient x.pow(0) still depends
+        # on x, so every derivative of a power requires grad until it is 0
         return _ops.mul(_ops.pow_(x, y - 1.0), y)
     return _ops.mul(y, _ops.pow_(x, _ops.sub(y, 1.0)))
 

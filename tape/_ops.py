@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from . import _dtypes
+from ._fpwarn import fp_warning, quietly
 from ._rules import OP, RULES
 from ._big import BIG, BIG_FLAG, AxisOrder, BasicKey, BigRecord
 from ._pool import pool
@@ -597,242 +598,254 @@ def _binary(name, scalar_name, rscalar_name, npf):
     row_code = _ROW_CODES.get(name)
 
     def fwd(a, b):
-        tb = type(b)
-        if tb is float or tb is int:
-            ad = a._data
-            tape = a._tape
-            # the fast lane: a is on a live tape (so it is a float tensor that
-            # requires grad), recording is on, and the constant rides in the record
-            if tape is not None and tape.alias is None and not slow_const and (
-                    not _OFF[0] or grad_mode.enabled):
-                n = ad.size
-                if n < BIG:
-                    out = npf(ad, b)
-                    slot = tape.gpos
-                    tape.gpos = slot + (n or 1)
-                    tape.rec += _PACK_C(sop, slot, n, a._goff, -1, 0, 0, b)
-                    t = _TNEW(Tensor)
-                    t._data = out
-                    t._rg = True
-                    t._tape = tape
-                    t._goff = slot
-                    t._rec = tape.n
-                    tape.n += 1
-                    return t
-            elif tape is not None and tape.alias is None and save_a_lane and (
-                    not _OFF[0] or grad_mode.enabled):
-                # ``x ** 2``: as above, saving a (on the tape, so no version box)
-                n = ad.size
-                if n < BIG:
-                    out = npf(ad, b)
-                    slot = tape.gpos
-                    tape.gpos = slot + (n or 1)
-                    v = tape.vpos
-                    tape.saved.append(ad)
-                    tape.vpos = v + n
-                    tape.rec += _PACK_C(sop, slot, n, a._goff, -1, v, 0, b)
-                    t = _TNEW(Tensor)
-                    t._data = out
-                    t._rg = True
-                    t._tape = tape
-                    t._goff = slot
-                    t._rec = tape.n
-                    tape.n += 1
-                    return t
-            n = ad.size             # a Python number leaves the shape as it is
-            try:
-                out = npf(ad, b) if n < BIG else _pooled(uf, npf, ad, b)
-            except ValueError as e:     # an integer tensor ** a negative integer
-                raise RuntimeError(f'{name}: {e}') from None
-            except OverflowError:
-                out = npf(ad, _wrapped_int(b, ad))
-            if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
-                if out.dtype is not a._data.dtype:      # an int tensor with a float
-                    out = _dtypes.binary_result(name, a._data, b, out)
-                return _leaf(out)
-            if sop is None:
-                return _record_binary(op, a, _const(b, a), out)
-            return _record_unary(sop, a, out, b)
-        if tb is Tensor or isinstance(b, Tensor):     # (a subclass takes this path too)
-            ad = a._data
-            bd = b._data
-            ta = a._tape
-            tbb = b._tape
-            tape = ta if ta is not None else tbb
-            if tape is None and (a._rg or b._rg) and bd.dtype is ad.dtype \
-                    and ad.shape == bd.shape and (not _OFF[0] or grad_mode.enabled):
-                # two leaves (or a leaf and a constant) of one shape and dtype:
-                # the graph starts on the thread's open tape, as _record_binary's
-                # would, and takes the lane below
-                tape = open_tape()
-            # the fast lane: an operand on a live tape (so the result requires
-            # grad), the other on it too or not on any, recording on, one dtype,
-            # and equal sizes: broadcasting at most added size-1 dims, which
-            # keeps the flat C order, so the operands line up element by element
-            if tape is not None and tape.alias is None and (tbb is None or tbb is tape) and (
-                    not _OFF[0] or grad_mode.enabled) and bd.dtype is ad.dtype:
-                n = ad.size
-                small = n < BIG
-                if n == bd.size and (small or ad.shape == bd.shape):
-                    # (a big record takes this lane for operands of one shape)
-                    try:
-                        out = npf(ad, bd) if small or ad.nbytes < POOL_FROM \
-                            else _pooled(uf, npf, ad, bd)
-                    except ValueError:
-                        raise _broadcast_error(name, a, b) from None
-                    if out.size != n:
-                        return _record_binary(op, a, b, out)
-                    # a leaf operand takes its cached slot on this tape (or registers)
-                    if ta is tape:
-                        g0 = a._goff
-                    elif not a._rg:
-                        g0 = -1
-                    elif a._rec == tape.serial:
-                        g0 = a._goff
-                    else:
-                        g0 = tape.leaf_slot(a)
-                    if tbb is tape:
-                        g1 = b._goff
-                    elif not b._rg:
-                        g1 = -1
-                    elif b._rec == tape.serial:
-                        g1 = b._goff
-                    else:
-                        g1 = tape.leaf_slot(b)
-                    if small:
+        try:
+            tb = type(b)
+            if tb is float or tb is int:
+                ad = a._data
+                tape = a._tape
+                # the fast lane: a is on a live tape (so it is a float tensor that
+                # requires grad), recording is on, and the constant rides in the record
+                if tape is not None and tape.alias is None and not slow_const and (
+                        not _OFF[0] or grad_mode.enabled):
+                    n = ad.size
+                    if n < BIG:
+                        out = npf(ad, b)
+                        slot = tape.gpos
+                        tape.gpos = slot + (n or 1)
+                        tape.rec += _PACK_C(sop, slot, n, a._goff, -1, 0, 0, b)
+                        t = _TNEW(Tensor)
+                        t._data = out
+                        t._rg = True
+                        t._tape = tape
+                        t._goff = slot
+                        t._rec = tape.n
+                        tape.n += 1
+                        return t
+                elif tape is not None and tape.alias is None and save_a_lane and (
+                        not _OFF[0] or grad_mode.enabled):
+                    # ``x ** 2``: as above, saving a (on the tape, so no version box)
+                    n = ad.size
+                    if n < BIG:
+                        out = npf(ad, b)
                         slot = tape.gpos
                         tape.gpos = slot + (n or 1)
                         v = tape.vpos
-                        if b_saves:
-                            saved = tape.saved
-                            if b_saves & 1:
-                                saved.append(ad)
-                                v += n
-                                if ta is None and (g1 >= 0 or not a_for_b):   # inline save_box
-                                    box = a._vbox
-                                    if box is None:
-                                        box = a._vbox = [0]
-                                    tape.boxes.append((box, box[0], tape.n))
-                            if b_saves & 2:
-                                saved.append(bd)
-                                v += n
-                                if tbb is None and (g0 >= 0 or not b_for_a):
-                                    box = b._vbox
-                                    if box is None:
-                                        box = b._vbox = [0]
-                                    tape.boxes.append((box, box[0], tape.n))
-                            if b_saves & 4:
-                                saved.append(out)
-                                v += n
-                        tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
-                        tape.vpos = v
-                    else:
-                        # a big record: the saved arrays go in its BigRecord
-                        saved = {}
-                        if b_saves:
-                            if b_saves & 1:
-                                saved['a'] = ad
-                                if ta is None and (g1 >= 0 or not a_for_b):
-                                    tape.save_box(a)
-                            if b_saves & 2:
-                                saved['b'] = bd
-                                if tbb is None and (g0 >= 0 or not b_for_a):
-                                    tape.save_box(b)
-                            if b_saves & 4:
-                                saved['out'] = out
-                        shape = out.shape
-                        dt = out.dtype
-                        big = tape.big
-                        big.append(BigRecord.of(saved, shape, dt, [shape, shape], [dt, dt]))
-                        slot = tape.bpos
-                        tape.bpos = slot + n
-                        tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, g1, len(big) - 1, 0, 0)
-                    t = _TNEW(Tensor)
-                    t._data = out
-                    t._rg = True
-                    t._tape = tape
-                    t._goff = slot
-                    t._rec = tape.n
-                    tape.n += 1
-                    return t
-            na = ad.size
-            nb = bd.size
-            try:
-                out = _row_broadcast(row_code, ad, bd) if row_code is not None else None
-                if out is None:
-                    out = npf(ad, bd) if na < BIG and nb < BIG else _pooled(uf, npf, ad, bd)
-            except ValueError:
-                if name == 'pow' and ad.dtype.kind in 'iu' and bd.dtype.kind in 'iu':
-                    return _leaf(_integer_pow(ad, bd))
-                raise _broadcast_error(name, a, b) from None
-            except TypeError:
-                if name == 'sub' and ad.dtype.kind == 'b' and bd.dtype.kind == 'b':
-                    raise RuntimeError(_dtypes.BOOL_SUB.format('two bool tensors')) from None
-                raise
-            if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
-                if out.dtype is not ad.dtype or bd.dtype is not ad.dtype:
-                    out = _dtypes.binary_result(name, ad, bd, out)
-                return _leaf(out)
-            if bd.dtype is not ad.dtype:            # PyTorch's promotion, not NumPy's
-                out = _dtypes.binary_result(name, ad, bd, out)
-            return _record_binary(op, a, b, out)
-        if isinstance(b, (np.floating, np.integer)):
-            return fwd(a, b.item())     # a NumPy number promotes like a Python one
-        if isinstance(b, _scalar_types):
-            out = npf(a._data, b)
-            if out.dtype is not a._data.dtype:          # int / True: PyTorch's dtype
-                out = _dtypes.binary_result(name, a._data, b, out)
-            if a._rg and (not _OFF[0] or grad_mode.enabled):
+                        tape.saved.append(ad)
+                        tape.vpos = v + n
+                        tape.rec += _PACK_C(sop, slot, n, a._goff, -1, v, 0, b)
+                        t = _TNEW(Tensor)
+                        t._data = out
+                        t._rg = True
+                        t._tape = tape
+                        t._goff = slot
+                        t._rec = tape.n
+                        tape.n += 1
+                        return t
+                n = ad.size             # a Python number leaves the shape as it is
+                try:
+                    out = npf(ad, b) if n < BIG else _pooled(uf, npf, ad, b)
+                except ValueError as e:     # an integer tensor ** a negative integer
+                    raise RuntimeError(f'{name}: {e}') from None
+                except OverflowError:
+                    out = npf(ad, _wrapped_int(b, ad))
+                if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
+                    if out.dtype is not a._data.dtype:      # an int tensor with a float
+                        out = _dtypes.binary_result(name, a._data, b, out)
+                    return _leaf(out)
                 if sop is None:
                     return _record_binary(op, a, _const(b, a), out)
-                return _record_unary(sop, a, out, float(b))
-            return _leaf(out)
-        if not _is_array_like(b):
-            if strict:
-                raise TypeError(f"{name}(): argument 'other' (position 1) must be Tensor, not "
-                                f'{type(b).__name__}')
-            return NotImplemented
-        return fwd(a, _const(b, a))
+                return _record_unary(sop, a, out, b)
+            if tb is Tensor or isinstance(b, Tensor):     # (a subclass takes this path too)
+                ad = a._data
+                bd = b._data
+                ta = a._tape
+                tbb = b._tape
+                tape = ta if ta is not None else tbb
+                if tape is None and (a._rg or b._rg) and bd.dtype is ad.dtype \
+                        and ad.shape == bd.shape and (not _OFF[0] or grad_mode.enabled):
+                    # two leaves (or a leaf and a constant) of one shape and dtype:
+                    # the graph starts on the thread's open tape, as _record_binary's
+                    # would, and takes the lane below
+                    tape = open_tape()
+                # the fast lane: an operand on a live tape (so the result requires
+                # grad), the other on it too or not on any, recording on, one dtype,
+                # and equal sizes: broadcasting at most added size-1 dims, which
+                # keeps the flat C order, so the operands line up element by element
+                if tape is not None and tape.alias is None and (tbb is None or tbb is tape) and (
+                        not _OFF[0] or grad_mode.enabled) and bd.dtype is ad.dtype:
+                    n = ad.size
+                    small = n < BIG
+                    if n == bd.size and (small or ad.shape == bd.shape):
+                        # (a big record takes this lane for operands of one shape)
+                        try:
+                            out = npf(ad, bd) if small or ad.nbytes < POOL_FROM \
+                                else _pooled(uf, npf, ad, bd)
+                        except ValueError:
+                            raise _broadcast_error(name, a, b) from None
+                        if out.size != n:
+                            return _record_binary(op, a, b, out)
+                        # a leaf operand takes its cached slot on this tape (or registers)
+                        if ta is tape:
+                            g0 = a._goff
+                        elif not a._rg:
+                            g0 = -1
+                        elif a._rec == tape.serial:
+                            g0 = a._goff
+                        else:
+                            g0 = tape.leaf_slot(a)
+                        if tbb is tape:
+                            g1 = b._goff
+                        elif not b._rg:
+                            g1 = -1
+                        elif b._rec == tape.serial:
+                            g1 = b._goff
+                        else:
+                            g1 = tape.leaf_slot(b)
+                        if small:
+                            slot = tape.gpos
+                            tape.gpos = slot + (n or 1)
+                            v = tape.vpos
+                            if b_saves:
+                                saved = tape.saved
+                                if b_saves & 1:
+                                    saved.append(ad)
+                                    v += n
+                                    if ta is None and (g1 >= 0 or not a_for_b):   # inline save_box
+                                        box = a._vbox
+                                        if box is None:
+                                            box = a._vbox = [0]
+                                        tape.boxes.append((box, box[0], tape.n))
+                                if b_saves & 2:
+                                    saved.append(bd)
+                                    v += n
+                                    if tbb is None and (g0 >= 0 or not b_for_a):
+                                        box = b._vbox
+                                        if box is None:
+                                            box = b._vbox = [0]
+                                        tape.boxes.append((box, box[0], tape.n))
+                                if b_saves & 4:
+                                    saved.append(out)
+                                    v += n
+                            tape.rec += _PACK(op, slot, n, g0, g1, tape.vpos, 0, 0)
+                            tape.vpos = v
+                        else:
+                            # a big record: the saved arrays go in its BigRecord
+                            saved = {}
+                            if b_saves:
+                                if b_saves & 1:
+                                    saved['a'] = ad
+                                    if ta is None and (g1 >= 0 or not a_for_b):
+                                        tape.save_box(a)
+                                if b_saves & 2:
+                                    saved['b'] = bd
+                                    if tbb is None and (g0 >= 0 or not b_for_a):
+                                        tape.save_box(b)
+                                if b_saves & 4:
+                                    saved['out'] = out
+                            shape = out.shape
+                            dt = out.dtype
+                            big = tape.big
+                            big.append(BigRecord.of(saved, shape, dt, [shape, shape], [dt, dt]))
+                            slot = tape.bpos
+                            tape.bpos = slot + n
+                            tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, g1, len(big) - 1, 0, 0)
+                        t = _TNEW(Tensor)
+                        t._data = out
+                        t._rg = True
+                        t._tape = tape
+                        t._goff = slot
+                        t._rec = tape.n
+                        tape.n += 1
+                        return t
+                na = ad.size
+                nb = bd.size
+                try:
+                    out = _row_broadcast(row_code, ad, bd) if row_code is not None else None
+                    if out is None:
+                        out = npf(ad, bd) if na < BIG and nb < BIG else _pooled(uf, npf, ad, bd)
+                except ValueError:
+                    if name == 'pow' and ad.dtype.kind in 'iu' and bd.dtype.kind in 'iu':
+                        return _leaf(_integer_pow(ad, bd))
+                    raise _broadcast_error(name, a, b) from None
+                except TypeError:
+                    if name == 'sub' and ad.dtype.kind == 'b' and bd.dtype.kind == 'b':
+                        raise RuntimeError(_dtypes.BOOL_SUB.format('two bool tensors')) from None
+                    raise
+                if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
+                    if out.dtype is not ad.dtype or bd.dtype is not ad.dtype:
+                        out = _dtypes.binary_result(name, ad, bd, out)
+                    return _leaf(out)
+                if bd.dtype is not ad.dtype:            # PyTorch's promotion, not NumPy's
+                    out = _dtypes.binary_result(name, ad, bd, out)
+                return _record_binary(op, a, b, out)
+            if isinstance(b, (np.floating, np.integer)):
+                return fwd(a, b.item())     # a NumPy number promotes like a Python one
+            if isinstance(b, _scalar_types):
+                out = npf(a._data, b)
+                if out.dtype is not a._data.dtype:          # int / True: PyTorch's dtype
+                    out = _dtypes.binary_result(name, a._data, b, out)
+                if a._rg and (not _OFF[0] or grad_mode.enabled):
+                    if sop is None:
+                        return _record_binary(op, a, _const(b, a), out)
+                    return _record_unary(sop, a, out, float(b))
+                return _leaf(out)
+            if not _is_array_like(b):
+                if strict:
+                    raise TypeError(f"{name}(): argument 'other' (position 1) must be Tensor, not "
+                                    f'{type(b).__name__}')
+                return NotImplemented
+            return fwd(a, _const(b, a))
+        except RuntimeWarning as e:
+            if not fp_warning(e):
+                raise
+            with np.errstate(all='ignore'):
+                return fwd(a, b)
 
     def rfwd(a, b):                # b (op) a, with b not a Tensor
-        tb = type(b)
-        if (tb is float or tb is int) and not slow_rconst:
-            tape = a._tape
-            # the fast lane, as fwd's: ``0.5 * x`` of a tensor on a live tape
-            if tape is not None and tape.alias is None and (not _OFF[0] or grad_mode.enabled):
+        try:
+            tb = type(b)
+            if (tb is float or tb is int) and not slow_rconst:
+                tape = a._tape
+                # the fast lane, as fwd's: ``0.5 * x`` of a tensor on a live tape
+                if tape is not None and tape.alias is None and (not _OFF[0] or grad_mode.enabled):
+                    ad = a._data
+                    n = ad.size
+                    if n < BIG:
+                        out = npf(b, ad)
+                        slot = tape.gpos
+                        tape.gpos = slot + (n or 1)
+                        tape.rec += _PACK_C(rop, slot, n, a._goff, -1, 0, 0, b)
+                        t = _TNEW(Tensor)
+                        t._data = out
+                        t._rg = True
+                        t._tape = tape
+                        t._goff = slot
+                        t._rec = tape.n
+                        tape.n += 1
+                        return t
+            if tb is float or tb is int or isinstance(b, _scalar_types):
+                if isinstance(b, (np.floating, np.integer)):
+                    b = b.item()
                 ad = a._data
-                n = ad.size
-                if n < BIG:
-                    out = npf(b, ad)
-                    slot = tape.gpos
-                    tape.gpos = slot + (n or 1)
-                    tape.rec += _PACK_C(rop, slot, n, a._goff, -1, 0, 0, b)
-                    t = _TNEW(Tensor)
-                    t._data = out
-                    t._rg = True
-                    t._tape = tape
-                    t._goff = slot
-                    t._rec = tape.n
-                    tape.n += 1
-                    return t
-        if tb is float or tb is int or isinstance(b, _scalar_types):
-            if isinstance(b, (np.floating, np.integer)):
-                b = b.item()
-            ad = a._data
-            try:
-                out = npf(b, ad) if ad.size < BIG else _pooled(uf, npf, b, ad)
-            except OverflowError:
-                out = npf(_wrapped_int(b, ad), ad)
-            if a._rg and (not _OFF[0] or grad_mode.enabled):
-                if rop is None:
-                    return _record_binary(op, _const(b, a), a, out)
-                return _record_unary(rop, a, out, b if type(b) in (int, float) else float(b))
-            if out.dtype is not a._data.dtype:
-                out = _dtypes.binary_result(name, b, a._data, out)
-            return _leaf(out)
-        if not _is_array_like(b):
-            return NotImplemented
-        return fwd(_const(b, a), a)
+                try:
+                    out = npf(b, ad) if ad.size < BIG else _pooled(uf, npf, b, ad)
+                except OverflowError:
+                    out = npf(_wrapped_int(b, ad), ad)
+                if a._rg and (not _OFF[0] or grad_mode.enabled):
+                    if rop is None:
+                        return _record_binary(op, _const(b, a), a, out)
+                    return _record_unary(rop, a, out, b if type(b) in (int, float) else float(b))
+                if out.dtype is not a._data.dtype:
+                    out = _dtypes.binary_result(name, b, a._data, out)
+                return _leaf(out)
+            if not _is_array_like(b):
+                return NotImplemented
+            return fwd(_const(b, a), a)
+        except RuntimeWarning as e:
+            if not fp_warning(e):
+                raise
+            with np.errstate(all='ignore'):
+                return rfwd(a, b)
 
     fwd.__name__ = name
     rfwd.__name__ = 'r' + name
@@ -924,40 +937,64 @@ def _unary(name, npf):
     uf = npf if isinstance(npf, np.ufunc) else None
 
     def f(a):
-        if type(a) is not Tensor:
-            a = _const(a)
-        ad = a._data
-        tape = a._tape
-        # the fast lane: a is on a live tape (a float tensor that requires grad),
-        # or a leaf that requires grad, whose graph starts on the thread's open
-        # tape (as _record_unary's does); and recording is on
-        if tape is not None:
-            lane = tape.alias is None and (not _OFF[0] or grad_mode.enabled)
-            g0 = a._goff
-            leaf = False
-        elif a._rg and (not _OFF[0] or grad_mode.enabled):
-            lane = leaf = True
-            tape = open_tape()
-            g0 = a._goff if a._rec == tape.serial else tape.leaf_slot(a)
-        else:
-            lane = False
-        if lane:
-            n = ad.size
-            if n < BIG:
-                out = npf(ad)
-                slot = tape.gpos
-                tape.gpos = slot + (n or 1)
-                v = tape.vpos
+        try:
+            if type(a) is not Tensor:
+                a = _const(a)
+            ad = a._data
+            tape = a._tape
+            # the fast lane: a is on a live tape (a float tensor that requires grad),
+            # or a leaf that requires grad, whose graph starts on the thread's open
+            # tape (as _record_unary's does); and recording is on
+            if tape is not None:
+                lane = tape.alias is None and (not _OFF[0] or grad_mode.enabled)
+                g0 = a._goff
+                leaf = False
+            elif a._rg and (not _OFF[0] or grad_mode.enabled):
+                lane = leaf = True
+                tape = open_tape()
+                g0 = a._goff if a._rec == tape.serial else tape.leaf_slot(a)
+            else:
+                lane = False
+            if lane:
+                n = ad.size
+                if n < BIG:
+                    out = npf(ad)
+                    slot = tape.gpos
+                    tape.gpos = slot + (n or 1)
+                    v = tape.vpos
+                    if saves & 1:
+                        tape.saved.append(ad)
+                        v += n
+                        if leaf:
+                            tape.save_box(a)
+                    if saves & 4:
+                        tape.saved.append(out)
+                        v += n
+                    tape.rec += _PACK(op, slot, n, g0, -1, tape.vpos, 0, 0)
+                    tape.vpos = v
+                    t = _TNEW(Tensor)
+                    t._data = out
+                    t._rg = True
+                    t._tape = tape
+                    t._goff = slot
+                    t._rec = tape.n
+                    tape.n += 1
+                    return t
+                # a big record: the saved arrays go in its BigRecord
+                out = npf(ad) if uf is None else _pooled(uf, npf, ad)
+                saved = {}
                 if saves & 1:
-                    tape.saved.append(ad)
-                    v += n
+                    saved['a'] = ad
                     if leaf:
                         tape.save_box(a)
                 if saves & 4:
-                    tape.saved.append(out)
-                    v += n
-                tape.rec += _PACK(op, slot, n, g0, -1, tape.vpos, 0, 0)
-                tape.vpos = v
+                    saved['out'] = out
+                dt = out.dtype
+                big = tape.big
+                big.append(BigRecord.of(saved, out.shape, dt, [ad.shape], [dt]))
+                slot = tape.bpos
+                tape.bpos = slot + n
+                tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, -1, len(big) - 1, 0, 0)
                 t = _TNEW(Tensor)
                 t._data = out
                 t._rg = True
@@ -966,47 +1003,29 @@ def _unary(name, npf):
                 t._rec = tape.n
                 tape.n += 1
                 return t
-            # a big record: the saved arrays go in its BigRecord
-            out = npf(ad) if uf is None else _pooled(uf, npf, ad)
-            saved = {}
-            if saves & 1:
-                saved['a'] = ad
-                if leaf:
-                    tape.save_box(a)
-            if saves & 4:
-                saved['out'] = out
-            dt = out.dtype
-            big = tape.big
-            big.append(BigRecord.of(saved, out.shape, dt, [ad.shape], [dt]))
-            slot = tape.bpos
-            tape.bpos = slot + n
-            tape.rec += _PACK(op | BIG_FLAG, slot, n, g0, -1, len(big) - 1, 0, 0)
-            t = _TNEW(Tensor)
-            t._data = out
-            t._rg = True
-            t._tape = tape
-            t._goff = slot
-            t._rec = tape.n
-            tape.n += 1
-            return t
-        try:
-            out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
-        except TypeError:
-            if name == 'neg':
-                raise RuntimeError('Negation, the `-` operator, on a bool tensor is not '
-                                   'supported. If you are trying to invert a mask, use the `~` '
-                                   'or `logical_not()` operator instead.') from None
-            if ad.dtype.kind not in 'biu':
+            try:
+                out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
+            except TypeError:
+                if name == 'neg':
+                    raise RuntimeError('Negation, the `-` operator, on a bool tensor is not '
+                                       'supported. If you are trying to invert a mask, use the `~` '
+                                       'or `logical_not()` operator instead.') from None
+                if ad.dtype.kind not in 'biu':
+                    raise
+                out = None          # sigmoid of a bool tensor (NumPy cannot negate it): below
+            if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
+                if out is None or out.dtype is not ad.dtype:
+                    # exp of an int tensor: computed in the default float dtype, as
+                    # PyTorch's (NumPy's own promotion computes bool and 8-bit
+                    # integers in float16, and sigmoid's -x wraps in uint8)
+                    out = _dtypes.float_of_int(npf, ad, out)
+                return _leaf(out)
+            return _record_unary(op, a, out)
+        except RuntimeWarning as e:
+            if not fp_warning(e):
                 raise
-            out = None          # sigmoid of a bool tensor (NumPy cannot negate it): below
-        if not (a._rg and (not _OFF[0] or grad_mode.enabled)):
-            if out is None or out.dtype is not ad.dtype:
-                # exp of an int tensor: computed in the default float dtype, as
-                # PyTorch's (NumPy's own promotion computes bool and 8-bit
-                # integers in float16, and sigmoid's -x wraps in uint8)
-                out = _dtypes.float_of_int(npf, ad, out)
-            return _leaf(out)
-        return _record_unary(op, a, out)
+            with np.errstate(all='ignore'):
+                return f(a)
     f.__name__ = name
     return f
 
@@ -1143,74 +1162,80 @@ def _reduce(name_all, name_dim, npf, scale_of):
     op_dim = OP[name_dim]
 
     def f(a, dim=None, keepdim=False, dtype=None):
-        a = a if type(a) is Tensor else _const(a)
-        d = a._data
-        if dim is None and dtype is None and not keepdim:
-            tape = a._tape
-            # the fast lane (a loss's sum or mean): a small non-empty a on a
-            # live tape, recording on; _record_struct's record, inline
-            if tape is not None and tape.alias is None and (
-                    not _OFF[0] or grad_mode.enabled):
-                n = d.size
-                if 0 < n < BIG:
-                    out = npf(d)
-                    slot = tape.gpos
-                    tape.gpos = slot + 1
-                    tape.rec += _PACK_C(op_all, slot, 1, a._goff, -1, n, 0, scale_of(n))
-                    t = _TNEW(Tensor)
-                    t._data = out
-                    t._rg = True
-                    t._tape = tape
-                    t._goff = slot
-                    t._rec = tape.n
-                    tape.n += 1
-                    return t
-        if dtype is not None:
-            d = d.astype(dtype)
-        if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
-            out = npf(d)
-            if keepdim:
-                out = np.reshape(out, (1,) * d.ndim)
-            if a._rg and (not _OFF[0] or grad_mode.enabled):
-                return _record_struct(op_all, a, out, x=d.size, scale=scale_of(d.size))
-            return _leaf(out)
-        # the dims, kept shape, count and attrs depend only on (shape, dim):
-        # cached, they save ~2 us of Python a call.  Keyed with the types of
-        # the dims so that a float (1.0 == 1) still reaches _dims' TypeError.
-        td = type(dim)
-        if td is int:
-            key = (d.shape, dim)
-        elif td is tuple:
-            key = (d.shape, dim, *map(type, dim))
-        else:
-            key = None
-        hit = _REDUCE_CACHE.get(key) if key is not None else None
-        if hit is None:
-            dims = _dims(dim, d.ndim, name_all)
-            if d.ndim:
-                kept = tuple(1 if i in dims else sz for i, sz in enumerate(d.shape))
-                count = 1
-                for k in dims:
-                    count *= d.shape[k]
-                attrs = _broadcast_attrs(d.shape, kept)
+        try:
+            a = a if type(a) is Tensor else _const(a)
+            d = a._data
+            if dim is None and dtype is None and not keepdim:
+                tape = a._tape
+                # the fast lane (a loss's sum or mean): a small non-empty a on a
+                # live tape, recording on; _record_struct's record, inline
+                if tape is not None and tape.alias is None and (
+                        not _OFF[0] or grad_mode.enabled):
+                    n = d.size
+                    if 0 < n < BIG:
+                        out = npf(d)
+                        slot = tape.gpos
+                        tape.gpos = slot + 1
+                        tape.rec += _PACK_C(op_all, slot, 1, a._goff, -1, n, 0, scale_of(n))
+                        t = _TNEW(Tensor)
+                        t._data = out
+                        t._rg = True
+                        t._tape = tape
+                        t._goff = slot
+                        t._rec = tape.n
+                        tape.n += 1
+                        return t
+            if dtype is not None:
+                d = d.astype(dtype)
+            if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+                out = npf(d)
+                if keepdim:
+                    out = np.reshape(out, (1,) * d.ndim)
+                if a._rg and (not _OFF[0] or grad_mode.enabled):
+                    return _record_struct(op_all, a, out, x=d.size, scale=scale_of(d.size))
+                return _leaf(out)
+            # the dims, kept shape, count and attrs depend only on (shape, dim):
+            # cached, they save ~2 us of Python a call.  Keyed with the types of
+            # the dims so that a float (1.0 == 1) still reaches _dims' TypeError.
+            td = type(dim)
+            if td is int:
+                key = (d.shape, dim)
+            elif td is tuple:
+                key = (d.shape, dim, *map(type, dim))
             else:
-                kept, count, attrs = (), 1, None
-            hit = (dims, kept, count, attrs)
-            if key is not None:
-                if len(_REDUCE_CACHE) > 4096:
-                    _REDUCE_CACHE.clear()
-                _REDUCE_CACHE[key] = hit
-        dims, kept, count, attrs = hit
-        if d.ndim == 0:
-            out = npf(d)
-        else:
-            out = npf(d, axis=dims, keepdims=keepdim)
-        if a._rg and (not _OFF[0] or grad_mode.enabled):
-            if attrs is None:
-                attrs = np.array([0], _I64)     # a fresh array: add_attrs may keep it
-            return _record_struct(op_dim, a, out, x=d.size, attrs=attrs, scale=scale_of(count),
-                                  big_attrs=kept)
-        return _leaf(out)
+                key = None
+            hit = _REDUCE_CACHE.get(key) if key is not None else None
+            if hit is None:
+                dims = _dims(dim, d.ndim, name_all)
+                if d.ndim:
+                    kept = tuple(1 if i in dims else sz for i, sz in enumerate(d.shape))
+                    count = 1
+                    for k in dims:
+                        count *= d.shape[k]
+                    attrs = _broadcast_attrs(d.shape, kept)
+                else:
+                    kept, count, attrs = (), 1, None
+                hit = (dims, kept, count, attrs)
+                if key is not None:
+                    if len(_REDUCE_CACHE) > 4096:
+                        _REDUCE_CACHE.clear()
+                    _REDUCE_CACHE[key] = hit
+            dims, kept, count, attrs = hit
+            if d.ndim == 0:
+                out = npf(d)
+            else:
+                out = npf(d, axis=dims, keepdims=keepdim)
+            if a._rg and (not _OFF[0] or grad_mode.enabled):
+                if attrs is None:
+                    attrs = np.array([0], _I64)     # a fresh array: add_attrs may keep it
+                return _record_struct(op_dim, a, out, x=d.size, attrs=attrs, scale=scale_of(count),
+                                      big_attrs=kept)
+            return _leaf(out)
+        except RuntimeWarning as e:
+            if not fp_warning(e):
+                raise
+            with np.errstate(all='ignore'):
+                return f(a, dim, keepdim, dtype)
     f.__name__ = name_all
     return f
 
@@ -1887,7 +1912,10 @@ def mm(a, b):
     sa, sb = ad.shape, bd.shape
     if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0] or ad.dtype != bd.dtype:
         _mm_error(ad, bd, a0, b0)
-    out = ad @ bd
+    try:
+        out = ad @ bd
+    except RuntimeWarning as e:
+        out = quietly(e, operator.matmul, ad, bd)
     if not ((a._rg or b._rg) and (not _OFF[0] or grad_mode.enabled)):
         return _leaf(out)
     m, k = sa
@@ -2164,7 +2192,10 @@ def inplace(a, name, other=None, alpha=None):
             raise RuntimeError(f"result type {names.get(rt.str[1:], rt)} can't be cast to the "
                                f"desired output type {names.get(d.dtype.str[1:], d.dtype)}")
         try:
-            value = _INPLACE[name][1](d, od)
+            try:
+                value = _INPLACE[name][1](d, od)
+            except RuntimeWarning as e:         # (an inf or NaN: see fp_warning)
+                value = quietly(e, _INPLACE[name][1], d, od)
         except ValueError:
             raise _broadcast_error(name + '_', a, _const(od)) from None
         if np.shape(value) != d.shape:
@@ -2305,7 +2336,10 @@ def to(a, dtype):
     dtype = np.dtype(dtype)
     if a._data.dtype == dtype:
         return a
-    out = a._data.astype(dtype)
+    try:
+        out = a._data.astype(dtype)
+    except RuntimeWarning as e:         # a float64 past float32's range: inf
+        out = quietly(e, a._data.astype, dtype)
     if a._rg and (not _OFF[0] or grad_mode.enabled) and dtype.kind == 'f':
         # x = 32 marks a cast to float32: tape.jit's replay, which computes in
         # float64, rounds there as astype does (compiler/replaygen.py)

@@ -89,7 +89,10 @@ def _cum(opname, npf, record):
             # accumulated in float32, as PyTorch's (NumPy's accumulates in float16)
             out = npf(d, axis=dim, dtype=np.float32).astype(np.float16)
         else:
-            out = npf(d, axis=dim)
+            try:
+                out = npf(d, axis=dim)
+            except RuntimeWarning as e:
+                out = _ops.quietly(e, npf, d, axis=dim)
         if out.dtype.kind == 'b' or (out.dtype.kind in 'iu' and out.dtype != np.int64):
             out = out.astype(np.int64)
         return record(a, out, dim)
@@ -122,7 +125,10 @@ def prod(a, dim=None, keepdim=False, dtype=None):
         a = _ops.to(a, dtype)
     d = a._data
     if dim is None:
-        out = np.prod(d)
+        try:
+            out = np.prod(d)
+        except RuntimeWarning as e:
+            out = _ops.quietly(e, np.prod, d)
         if np.dtype(out.dtype).kind in 'bu' or np.dtype(out.dtype).kind == 'i':
             out = np.int64(out)
         if not (a._rg and grad_mode.enabled):
@@ -134,7 +140,10 @@ def prod(a, dim=None, keepdim=False, dtype=None):
     dim = _one_dim(dim, np.ndim(d), 'prod')
     if np.ndim(d) == 0:
         return prod(a) if not keepdim else _ops.reshape(prod(a), ())
-    out = np.prod(d, axis=dim, keepdims=keepdim)
+    try:
+        out = np.prod(d, axis=dim, keepdims=keepdim)
+    except RuntimeWarning as e:
+        out = _ops.quietly(e, np.prod, d, axis=dim, keepdims=keepdim)
     if out.dtype.kind in 'bui' and out.dtype != np.int64:
         out = out.astype(np.int64)
     if not (a._rg and grad_mode.enabled):
@@ -593,7 +602,8 @@ def _norm2_all(a, keepdim):
         if keepdim:
             s = np.full((1,) * d.ndim, s)
     elif dt == _F64:
-        s = _ops._np_sum(d * d, None, keepdim)
+        with np.errstate(over='ignore'):         # past 1e154 the norm is inf, as PyTorch's
+            s = _ops._np_sum(d * d, None, keepdim)
     else:
         return None
     out = np.sqrt(s)                        # (s >= 0 or NaN: nothing to warn about)

@@ -251,12 +251,15 @@ class save_on_cpu(saved_tensors_hooks):
 
 class disable_saved_tensors_hooks:
     """While on, entering ``saved_tensors_hooks`` (or ``save_on_cpu``) raises
-    ``RuntimeError(error_message)``.  A context manager and a decorator."""
+    ``RuntimeError(error_message)``; so does entering it while such hooks are
+    on already, as in PyTorch.  A context manager and a decorator."""
 
     def __init__(self, error_message):
         self.error_message = error_message
 
     def __enter__(self):
+        if state.stack:
+            raise RuntimeError(self.error_message)
         self._prev = state.disabled
         state.disabled = self.error_message
         return self

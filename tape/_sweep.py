@@ -23,6 +23,7 @@ import threading
 import numpy as np
 
 from . import _graph_task
+from ._fpwarn import raises as _fp_raises
 from ._graph_task import pending as _task_pending
 from ._big import BIG_BASE, BIG_FLAG, Grads, SlotGrads, sweep_chain, sweep_record
 from ._pool import ALIGN_MIN as _ALIGN_MIN, pool as _pool
@@ -337,7 +338,11 @@ def run(roots, grads, retain_graph, inputs=None, accumulate=True):
     """
     _graph_task.enter()
     try:
-        result = _run(roots, grads, retain_graph, inputs, accumulate)
+        if not _fp_raises():
+            result = _run(roots, grads, retain_graph, inputs, accumulate)
+        else:
+            with np.errstate(all='ignore'):
+                result = _run(roots, grads, retain_graph, inputs, accumulate)
     except BaseException:
         _graph_task.leave()
         if _task_pending[0]:
@@ -533,7 +538,11 @@ def run_scalar(root, retain_graph, seed=None):
     The common case of every training step, so every call saved here counts.
     """
     try:        # (free unless something raises)
-        _run_scalar(root, retain_graph, seed)
+        if not _fp_raises():
+            _run_scalar(root, retain_graph, seed)
+        else:
+            with np.errstate(all='ignore'):
+                _run_scalar(root, retain_graph, seed)
     except BaseException:
         if _task_pending[0]:
             _graph_task.abort()

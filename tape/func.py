@@ -54,7 +54,11 @@ def _as_input(x):
 
 
 def _argnums(argnums):
-    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if isinstance(argnums, int):
+        return (argnums,)
+    if not isinstance(argnums, tuple):
+        raise RuntimeError(f'argnums must be int or Tuple[int, ...], got: {type(argnums)}')
+    return argnums
 
 
 def _tensors(tree):
@@ -291,18 +295,36 @@ def vjp(fn, *primals, has_aux=False):
     run = _Running(inputs)
     with enable_grad(), run:
         out, aux = _split_aux(fn, fn(*_rebuild(tuple(primals), iter(inputs))), has_aux, 'vjp')
-    outs = list(_tensors(out))
+    outs = _leaves(out)
+    if not outs or (len(outs) == 1 and outs[0] is None):
+        raise RuntimeError('vjp(f, *primals): Expected f to be a function that has non-empty '
+                           f'output (got output = {outs})')
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise RuntimeError('vjp(f, *primals): expected f(*primals) to return only tensors, '
+                               f'got unsupported type {type(o)}')
+        if o._data.dtype.kind not in 'fc':
+            from ._tensor import DTYPE_NAMES
+            dt = DTYPE_NAMES.get(o._data.dtype, str(o._data.dtype))
+            raise RuntimeError('vjp(f, ...): All outputs of f must be floating-point or complex '
+                               f'Tensors, got Tensor with dtype {dt}')
     outer = _Outer([*outs, *_tensors(aux)], run.own)
 
-    def pullback(cotangent):
-        cots = list(_tensors(cotangent))
+    def pullback(cotangent, retain_graph=True, create_graph=None):
+        if _spec(cotangent) != _spec(out):
+            raise RuntimeError('Expected pytree structure of cotangents to be the same as pytree '
+                               'structure of outputs to the function. cotangents: '
+                               f'{_spec(cotangent)}, primal output: {_spec(out)}')
+        cots = _leaves(cotangent)
         pairs = [(o, c) for o, c in zip(outs, cots) if o._rg]
         if not pairs:
             return _rebuild(tuple(primals), (_leaf(np.zeros_like(x._data)) for x in inputs))
         with enable_grad():
+            # (torch.func's create_graph=None: connected to enclosing levels, here the outer graph)
+            cg = bool(outer) and create_graph is not False
             gs = autograd.grad([o for o, _ in pairs], inputs, grad_outputs=[c for _, c in pairs],
-                               retain_graph=True, create_graph=bool(outer), allow_unused=True,
-                               materialize_grads=True)
+                               retain_graph=retain_graph, create_graph=cg,
+                               allow_unused=True, materialize_grads=True)
         return _rebuild(tuple(primals), (outer.keep(g) for g in gs))
     res = _map(outer.keep, out)
     if has_aux:
@@ -321,6 +343,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     tensor([[2., 0.],
             [0., 4.]])
     """
+    if not (chunk_size is None or chunk_size > 0):
+        raise ValueError('jacrev: `chunk_size` should be greater than 0.')
     nums = _argnums(argnums)
 
     @functools.wraps(func)

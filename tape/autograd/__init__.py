@@ -7,6 +7,7 @@
 (tensor([2., 4., 6.]),)
 """
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -45,14 +46,16 @@ def _seeds(outputs, grad_outputs, create_graph):
     grads = []
     gs = _seq(grad_outputs) or [None] * len(outputs)
     if len(gs) != len(outputs):
-        raise RuntimeError(f'grad can be implicitly created only for scalar outputs: got '
-                           f'{len(gs)} gradients for {len(outputs)} outputs')
+        raise RuntimeError(f'got {len(outputs)} tensors and {len(gs)} gradients')
     for i, (o, g) in enumerate(zip(outputs, gs)):
         if not isinstance(o, Tensor):
             raise TypeError(f'backward: expected a Tensor as output {i}, got {type(o).__name__}')
         if not o._rg:
             raise RuntimeError(f'element {i} of tensors does not require grad and does not '
                                'have a grad_fn')
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f'gradients can be either Tensors or None, but got '
+                            f'{type(g).__name__}')
         if g is None:
             if o._data.size != 1:
                 raise RuntimeError('grad can be implicitly created only for scalar outputs '
@@ -177,8 +180,26 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return the gradients of ``outputs`` with respect to ``inputs`` (a tuple).
 
-    Leaves' ``.grad`` are left untouched.
+    Leaves' ``.grad`` are left untouched.  ``inputs`` may be a dict of tensors:
+    the gradients then come back as a dict with its keys (as in PyTorch).
     """
+    if type(inputs) is dict:
+        keys = list(inputs)
+        res = grad(outputs, tuple(inputs.values()), grad_outputs, retain_graph, create_graph,
+                   only_inputs, allow_unused, is_grads_batched, materialize_grads)
+        return dict(zip(keys, res))
+    if isinstance(inputs, Mapping):
+        raise TypeError(f'`inputs` argument to `grad()` must be a dict, not '
+                        f'{type(inputs).__name__}. Other Mapping types are not supported.')
+    if not only_inputs:
+        warnings.warn('only_inputs argument is deprecated and is ignored now (defaults to True). '
+                      'To accumulate gradient for other parts of the graph, please use '
+                      'tape.autograd.backward.', FutureWarning, stacklevel=2)
+    if materialize_grads and not isinstance(inputs, Tensor) and any(
+            isinstance(x, graph.GradientEdge) for x in
+            ((inputs,) if isinstance(inputs, graph.GradientEdge) else inputs)):
+        raise RuntimeError('materialize_grads cannot be used when the given input is a '
+                           'GradientEdge')
     if not is_anomaly_enabled():
         return _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
                      allow_unused, is_grads_batched, materialize_grads)
@@ -199,7 +220,8 @@ def _grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fa
                          'materialize_grads=True, but got: allow_unused=False.')
     for i, x in enumerate(ins):
         if not isinstance(x, Tensor):
-            raise TypeError(f'grad: inputs[{i}] is a {type(x).__name__}, not a Tensor')
+            raise RuntimeError('all inputs have to be Tensors or GradientEdges, but got '
+                               f'{type(x).__name__}')
         if not x._rg:
             raise RuntimeError(f'One of the differentiated Tensors does not require grad '
                                f'(input {i}, shape {tuple(x._data.shape)})')

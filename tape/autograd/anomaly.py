@@ -40,8 +40,9 @@ def is_anomaly_enabled():
 
 
 def is_anomaly_check_nan_enabled():
-    """Whether anomaly mode checks gradients for NaN in this thread."""
-    return _mode.enabled and _mode.check_nan
+    """The check_nan flag of this thread (as in PyTorch, True by default and read
+    independently of whether anomaly mode is on)."""
+    return _mode.check_nan
 
 
 def _set(enabled, check_nan):

@@ -38,17 +38,18 @@ def _numerical(func, inputs, diff_idx, outputs, eps):
     for i in diff_idx:
         x = inputs[i]
         d = _storage(x)
-        flat = d.reshape(-1)
         for oi, o in enumerate(outputs):
             jac[(oi, i)] = np.zeros((o._data.size, d.size))
-        for j in range(d.size):
-            orig = flat[j].item()
+        # element by element in the logical (C) order the analytical Jacobian uses,
+        # indexing d itself (a reshape of a non-contiguous input would be a copy)
+        for j, at in enumerate(np.ndindex(d.shape)):
+            orig = d[at].item()
             # writes go straight to storage (no version bump: nothing is saved across them)
-            flat[j] = orig + eps
+            d[at] = orig + eps
             plus = [np.array(o._data, dtype=np.float64).ravel() for o in _outputs(func, inputs)]
-            flat[j] = orig - eps
+            d[at] = orig - eps
             minus = [np.array(o._data, dtype=np.float64).ravel() for o in _outputs(func, inputs)]
-            flat[j] = orig
+            d[at] = orig
             for oi in range(len(outputs)):
                 jac[(oi, i)][:, j] = (plus[oi] - minus[oi]) / (2 * eps)
     return jac
@@ -84,11 +85,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     the input and the first element that differs, or returns False when
     ``raise_exception=False``.
     """
+    if not (check_forward_ad or check_backward_ad):
+        raise AssertionError('Expected at least one of check_forward_ad or check_backward_ad '
+                             'to be True')
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x._rg]
     if not diff_idx:
         raise ValueError('gradcheck expects at least one input tensor to require gradient, '
-                         'but none of the them have requires_grad=True.')
+                         'but none of them have requires_grad=True.')
     for i in diff_idx:
         if inputs[i]._data.dtype != np.float64:
             warnings.warn(f'Input #{i} requires gradient and is not a double precision floating '

@@ -67,8 +67,11 @@ def _t(x, like=None):
     return x if isinstance(x, Tensor) else _ops._const(x, like)
 
 
-def _softmax_dim(ndim):
-    return 0 if ndim in (0, 1, 3) else 1        # PyTorch's legacy implicit choice
+def _softmax_dim(ndim, name, stacklevel):
+    """PyTorch's legacy implicit dim, with its deprecation warning."""
+    _warnings.warn(f'Implicit dimension choice for {name} has been deprecated. Change the '
+                   'call to include dim=X as an argument.', UserWarning, stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
 
 
 def _float_input(a, dtype, kernel='softmax'):
@@ -119,7 +122,8 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
                 return _sm.softmax(input, dim + nd if dim < 0 else dim)
     a = _float_input(input, dtype)
     nd = np.ndim(a._data)
-    dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'softmax')
+    dim = _softmax_dim(nd, 'softmax', _stacklevel) if dim is None else \
+        _norm_dim(dim, nd, 'softmax')
     if _one_node(a):
         return _sm.softmax(a, dim)
     with np.errstate(all='ignore'):
@@ -136,7 +140,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
                 return _sm.log_softmax(input, dim + nd if dim < 0 else dim)
     a = _float_input(input, dtype, 'log_softmax')
     nd = np.ndim(a._data)
-    dim = _softmax_dim(nd) if dim is None else _norm_dim(dim, nd, 'log_softmax')
+    dim = _softmax_dim(nd, 'log_softmax', _stacklevel) if dim is None else \
+        _norm_dim(dim, nd, 'log_softmax')
     if _one_node(a):
         return _sm.log_softmax(a, dim)
     with np.errstate(all='ignore'):
@@ -435,7 +440,10 @@ def _mse_direct(inp, tgt, mean):
             or not (ad.flags.c_contiguous and bd.flags.c_contiguous) \
             or getattr(_TRACING or _tracing(), 'proxies', None) is not None:
         return None
-    diff = np.subtract(ad, bd)
+    try:
+        diff = np.subtract(ad, bd)
+    except RuntimeWarning as e:         # inf - inf
+        diff = _ops.quietly(e, np.subtract, ad, bd)
     flat = diff.reshape(-1)
     n = flat.size
     if dt == _F32:
@@ -892,8 +900,7 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     """``softmax(-input)``."""
     a = _t(input)
     if dim is None:
-        _warnings.warn('Implicit dimension choice for softmin has been deprecated. Change the '
-                       'call to include dim=X as an argument.', UserWarning, stacklevel=2)
+        dim = _softmax_dim(np.ndim(a._data), 'softmin', _stacklevel)
     else:
         _norm_dim(dim, np.ndim(a._data), 'softmin')
     return softmax(_ops.neg(a), dim, dtype=dtype)
@@ -1374,7 +1381,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             att = att.masked_fill(m.logical_not(), float('-inf'))
         else:
             att = _ops.add(att, m)
-    att = softmax(att, dim=-1)
+    # PyTorch's safe softmax: a query whose every score is -inf gets zero weights, not NaN
+    full = np.isneginf(np.asarray(att._data)).all(-1, keepdims=True) \
+        if is_causal or attn_mask is not None else None
+    if full is not None and full.any():
+        note_value_use('attention mask')     # (which rows are fully masked is baked in)
+        fm = _leaf(np.ascontiguousarray(np.broadcast_to(full, _shape_of(att)[:-1] + (1,))))
+        zero = _leaf(np.zeros((), _dt_of(att)))
+        att = _ew.where(fm, zero, softmax(_ew.where(fm, zero, att), dim=-1))
+    else:
+        att = softmax(att, dim=-1)
     if dropout_p > 0.0:
         att = dropout(att, dropout_p, True)
     return matmul(att, v)
