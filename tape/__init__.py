@@ -15,11 +15,11 @@ Layout: ``_tensor`` (the Tensor), ``_tape`` (the record format), ``_rules``
 ``autograd`` (the public autograd namespace).
 """
 import builtins  # tape.all/any/max/min/round shadow the builtins in this module
-import warnings as _warnings
 
 import numpy as np
 
 from . import _ops
+from ._out import into_out as _into_out
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                          is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ._pool import aligned, aligned_empty, ALIGN_MIN as _ALIGN_MIN
@@ -568,37 +568,6 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 
 # ---------------------------------------------------------------- functions
-def _into_out(result, out, name, *inputs):
-    """``result`` written into ``out`` (PyTorch's ``out=``), which is returned;
-    ``result`` itself where ``out`` is None.  As PyTorch: no autograd through it,
-    no float result into an integer ``out``, a resize (with its warning) where
-    the shapes differ."""
-    if out is None:
-        return result
-    if not isinstance(out, Tensor):
-        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    if _mode.enabled and (out._rg or builtins.any(isinstance(t, Tensor) and t._rg
-                                                  for t in inputs)):
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
-                           f"automatic differentiation, but one of the arguments requires grad.")
-    r = result._data if isinstance(result, Tensor) else np.asarray(result)
-    od = np.asarray(out._data)
-    if not np.can_cast(r.dtype, od.dtype, 'same_kind'):
-        raise RuntimeError(f'result type {_ops._TORCH_DTYPE_NAMES.get(r.dtype.str[1:], r.dtype)} '
-                           f"can't be cast to the desired output type "
-                           f'{_ops._TORCH_DTYPE_NAMES.get(od.dtype.str[1:], od.dtype)}')
-    with no_grad():
-        if od.shape != r.shape:
-            if od.size:
-                import warnings
-                warnings.warn(f'An output with one or more elements was resized since it had '
-                              f'shape {list(od.shape)}, which does not match the required '
-                              f'output shape {list(r.shape)}.', UserWarning, stacklevel=3)
-            out.resize_(*r.shape)
-        out.copy_(_leaf(r))
-    return out
-
-
 def _either(op, rop, name):
     """``tape.<name>(input, other)``: either argument may be the tensor (a Python
     number first is PyTorch's wrapped scalar: ``tape.add(2.0, x)``)."""
@@ -1425,6 +1394,7 @@ BoolTensor = _legacy('BoolTensor', np.bool_)
 
 from ._functions_more import _install as _install_more; _install_more(globals()); del _install_more  # noqa: E402,E702  (tape/_functions_more.py)
 from ._api_more import _install as _install_api; _install_api(globals()); del _install_api  # noqa: E402,E702  (tape/_api_more.py)
+from ._out import install as _install_out; _install_out(globals()); del _install_out  # noqa: E402,E702  (tape/_out.py: out=)
 _getattr_before = __getattr__  # noqa: F821  (set by _functions_more._install: tape.range)
 
 

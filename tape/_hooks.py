@@ -52,16 +52,19 @@ def _apply(fns, g, shape, where, grad_enabled=False):
         for fn in list(fns):
             r = fn(g)
             if r is not None:
+                # PyTorch's messages (``where``: which tensor's hook, for the reader)
+                name = getattr(fn, '__name__', type(fn).__name__)
                 if not isinstance(r, Tensor):
-                    raise TypeError(f'hook on {where} returned a {type(r).__name__}; a hook '
-                                    'must return None or a Tensor')
+                    raise TypeError(f"expected Variable, but hook returned "
+                                    f"'{type(r).__name__}' (hook on {where})")
                 if tuple(r._data.shape) != tuple(shape):
-                    raise RuntimeError(f'hook on {where} returned a gradient of shape '
-                                       f'{tuple(r._data.shape)}; expected {tuple(shape)}')
+                    raise RuntimeError(f"hook '{name}' has changed the size of value (hook on "
+                                       f"{where}: got shape {tuple(r._data.shape)}, expected "
+                                       f"{tuple(shape)})")
                 if np.result_type(r._data) != np.result_type(g._data):
-                    raise RuntimeError(f'hook on {where} has changed the type of value (was '
-                                       f'{np.result_type(g._data)} got '
-                                       f'{np.result_type(r._data)})')
+                    raise RuntimeError(f"hook '{name}' has changed the type of value (was "
+                                       f"{np.result_type(g._data)} got "
+                                       f"{np.result_type(r._data)})")
                 g = r
     finally:
         set_grad_mode(prev)

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _dtypes
 from ._fpwarn import fp_warning, quietly
+from ._out import into_out
 from ._rules import OP, RULES
 from ._big import BIG, BIG_FLAG, AxisOrder, BasicKey, BigRecord
 from ._pool import pool
@@ -936,7 +937,9 @@ def _unary(name, npf):
     saves = _SAVES[op]
     uf = npf if isinstance(npf, np.ufunc) else None
 
-    def f(a):
+    def f(a, *, out=None):
+        if out is not None:         # (PyTorch's out=: tape/_out.py)
+            return into_out(f(a), out, name, a)
         try:
             if type(a) is not Tensor:
                 a = _const(a)
@@ -1025,7 +1028,7 @@ def _unary(name, npf):
             if not fp_warning(e):
                 raise
             with np.errstate(all='ignore'):
-                return f(a)
+                return f(a, out=out)
     f.__name__ = name
     return f
 

@@ -27,6 +27,7 @@ from ._ops import _dims, _record_struct, _record_unary
 from ._big import BIG, BasicKey, UniqueIndex
 from ._rules import OP
 from ._structural import record_cumprod, record_cumsum
+from ._out import into_out
 from ._tape import grad_mode, note_value_use
 from ._tensor import Tensor, _leaf, _norm_dim
 
@@ -307,6 +308,8 @@ _I64 = np.dtype(np.int64)
 
 def _max_min(npf, argf, opname, take_name, binary, arg_method):
     def f(a, dim=None, keepdim=False, *, out=None):
+        if out is not None:         # (values and indices, or max(a, b)'s one tensor)
+            return into_out(f(a, dim, keepdim), out, opname, a, dim)
         if type(dim) is int and type(a) is Tensor:
             # the common call: one int dim of a non-empty float or integer tensor
             d = a._data

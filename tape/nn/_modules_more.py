@@ -7,7 +7,8 @@ buffer names, initialisation and repr:
 * losses ``MarginRankingLoss``, ``HingeEmbeddingLoss``, ``CosineEmbeddingLoss``,
   ``TripletMarginLoss``, ``TripletMarginWithDistanceLoss``, ``SoftMarginLoss``,
   ``MultiLabelSoftMarginLoss``, ``MultiMarginLoss``, ``MultiLabelMarginLoss`` (with
-  ``F.multilabel_margin_loss``, defined here), ``PoissonNLLLoss``, ``GaussianNLLLoss``;
+  ``F.multilabel_margin_loss``, defined here), ``PoissonNLLLoss``, ``GaussianNLLLoss``,
+  ``CTCLoss`` (``F.ctc_loss`` is in ``_ctc.py``);
 * normalization ``InstanceNorm1d/2d/3d`` and ``RMSNorm``;
 * padding ``ConstantPad``, ``ZeroPad``, ``ReflectionPad``, ``ReplicationPad`` and
   ``CircularPad`` in 1, 2 and 3 dimensions;
@@ -43,7 +44,7 @@ __all__ = ['SELU', 'CELU', 'GLU', 'LogSigmoid', 'Softmin', 'Softshrink', 'Hardsh
            'MarginRankingLoss', 'HingeEmbeddingLoss', 'CosineEmbeddingLoss',
            'TripletMarginLoss', 'TripletMarginWithDistanceLoss', 'SoftMarginLoss',
            'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'MultiLabelMarginLoss',
-           'PoissonNLLLoss', 'GaussianNLLLoss',
+           'PoissonNLLLoss', 'GaussianNLLLoss', 'CTCLoss',
            'InstanceNorm1d', 'InstanceNorm2d', 'InstanceNorm3d', 'RMSNorm',
            'ConstantPad1d', 'ConstantPad2d', 'ConstantPad3d', 'ZeroPad1d', 'ZeroPad2d',
            'ZeroPad3d', 'ReflectionPad1d', 'ReflectionPad2d', 'ReflectionPad3d',
@@ -342,6 +343,18 @@ class GaussianNLLLoss(_Loss):
     def forward(self, input, target, var):  # noqa: A002
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
                                    reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """The Connectionist Temporal Classification loss (``F.ctc_loss``)."""
+    def __init__(self, blank=0, reduction='mean', zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
 
 
 # -- normalization ---------------------------------------------------------------------

@@ -2001,6 +2001,8 @@ def multi_head_attention_forward(*args, **kwargs):
 __all__ += ['multi_head_attention_forward']
 from ._modules_more import multilabel_margin_loss  # noqa: E402
 __all__ += ['multilabel_margin_loss']
+from ._ctc import ctc_loss  # noqa: E402
+__all__ += ['ctc_loss']
 from ._spatial import (adaptive_max_pool1d, adaptive_max_pool1d_with_indices,  # noqa: E402
                        adaptive_max_pool2d, adaptive_max_pool2d_with_indices,
                        adaptive_max_pool3d, adaptive_max_pool3d_with_indices, channel_shuffle,

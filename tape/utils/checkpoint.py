@@ -322,6 +322,9 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
             raise ValueError('Passing `context_fn` or `debug` is only supported when '
                              'use_reentrant=False.')
         return CheckpointFunction.apply(function, preserve, *args)
+    if determinism_check not in ('default', 'none'):
+        raise ValueError("determinism_check should be one of ['default', 'none'], but got "
+                         f'{determinism_check}')
     return _checkpoint_without_reentrant(function, preserve, args, kwargs)
 
 
