@@ -106,6 +106,9 @@ class AccumulateGrad:
         return register_accumulate_hook(self, fn, post=False)
 
 
+_VIEW = OP['view']
+
+
 def _node_class(name):
     cls = _classes.get(name)
     if cls is None:
@@ -117,6 +120,8 @@ def _node_name(tape, rec):
     op, out, n, g0, g1, v, ax, x = tape.record(rec)
     if op == _PYTHON:
         return tape.py[ax].cls._backward_name
+    if op == _VIEW and x:
+        return 'ToCopyBackward0'        # a dtype cast (tape/_ops.py to)
     return RULES[op].node
 
 

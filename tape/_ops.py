@@ -2344,7 +2344,8 @@ def to(a, dtype):
     except RuntimeWarning as e:         # a float64 past float32's range: inf
         out = quietly(e, a._data.astype, dtype)
     if a._rg and (not _OFF[0] or grad_mode.enabled) and dtype.kind == 'f':
-        # x = 32 marks a cast to float32: tape.jit's replay, which computes in
-        # float64, rounds there as astype does (compiler/replaygen.py)
-        return _record_struct(OP['view'], a, out, x=32 if dtype == np.float32 else 0)
+        # x marks a cast (its bits: 16, 32 or 64), which grad_fn names
+        # ToCopyBackward0 (tape/_graph.py); at 32 tape.jit's replay, which
+        # computes in float64, rounds there as astype does (compiler/replaygen.py)
+        return _record_struct(OP['view'], a, out, x=dtype.itemsize * 8)
     return _leaf(out)

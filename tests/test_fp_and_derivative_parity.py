@@ -121,3 +121,14 @@ def test_a_later_error_filter_does_not_turn_tapes_infs_into_exceptions():
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.strip().endswith('user numpy still raises')
+
+
+@pytest.mark.parametrize('cast', ['double', 'half', 'float'])
+def test_dtype_cast_is_named_tocopybackward(cast):
+    x = tape.tensor([1.0, 2.0], dtype=tape.float64 if cast == 'float' else tape.float32,
+                    requires_grad=True)
+    y = getattr(x, cast)()
+    assert type(y.grad_fn).__name__ == 'ToCopyBackward0'
+    assert type(x.view(2, 1).grad_fn).__name__ == 'ViewBackward0'     # a view stays one
+    (y * 3).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
