@@ -1102,6 +1102,50 @@ Tensor.matrix_power = linalg.matrix_power
 linalg.cross = _cp._linalg_cross
 from . import special  # noqa: E402,F401
 special.sinc = _cp.sinc
+
+# storages (tape/_storage.py), the legacy constructor and qr, the cholesky methods
+from . import _storage  # noqa: E402
+from ._storage import UntypedStorage, TypedStorage  # noqa: E402,F401
+Tensor.untyped_storage = _storage.untyped_storage
+Tensor.storage = _storage.storage
+
+
+def _legacy_new(self, *args):
+    """``x.new(...)``: PyTorch's legacy constructor, of ``x``'s dtype: ``new(2, 3)``
+    (a zero-filled tensor: PyTorch's is uninitialised), ``new(sequence)``,
+    ``new(Size)``, ``new()`` (empty)."""
+    dt = self.dtype
+    if not args:
+        return zeros(0, dtype=dt)
+    if len(args) == 1 and not isinstance(args[0], (builtins.int, Size)):
+        data = args[0]
+        if isinstance(data, Tensor) and data.dtype != dt:
+            raise TypeError(f'expected {dt} tensor (got {data.dtype} tensor)')
+        return tensor(data.detach() if isinstance(data, Tensor) else data, dtype=dt)
+    shape = tuple(args[0]) if isinstance(args[0], Size) else args
+    bad = [n for n in shape if not isinstance(n, builtins.int)]
+    if bad:
+        raise TypeError(f"new(): argument 'size' must be tuple of ints, but found element of "
+                        f"type {type(bad[0]).__name__}")
+    return zeros(*shape, dtype=dt)
+
+
+def qr(input, some=True, *, out=None):  # noqa: A002
+    """``torch.qr`` (deprecated there for ``linalg.qr``): reduced Q, R unless
+    ``some`` is False."""
+    r = _QR(*linalg.qr(input, 'reduced' if some else 'complete'))
+    return r if out is None else _into_out(r, out, 'qr', input)
+
+
+_QR = __import__('collections').namedtuple('qr', ['Q', 'R'])
+_QR.__module__ = 'tape.return_types'
+
+
+Tensor.new = _legacy_new
+Tensor.qr = lambda self, some=True: qr(self, some)
+Tensor.cholesky_solve = lambda self, input2, upper=False: cholesky_solve(self, input2, upper)
+Tensor.cholesky_inverse = lambda self, upper=False: cholesky_inverse(self, upper)
+vmap = func.vmap
 from . import optim  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 

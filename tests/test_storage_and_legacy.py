@@ -1,0 +1,84 @@
+"""Storages (tape/_storage.py), ``Tensor.new``, ``torch.qr``, the cholesky
+methods and ``tape.vmap``."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tape
+
+
+def test_views_share_their_bases_storage_and_copies_do_not():
+    x = tape.arange(6.0)
+    s = x.untyped_storage()
+    assert s.data_ptr() == x.data_ptr() and s.nbytes() == 24 and len(s) == 24
+    for view in (x[2:], x.view(2, 3).t(), x.reshape(3, 2)[1]):
+        assert view.untyped_storage().data_ptr() == x.data_ptr()
+        assert view.untyped_storage().nbytes() == 24
+    assert x.clone().untyped_storage().data_ptr() != x.data_ptr()
+    assert s[4:8] == list(np.float32(1.0).tobytes())
+
+
+def test_typed_storage_warns_as_pytorch_and_lists_elements():
+    x = tape.arange(6.0)
+    with pytest.warns(UserWarning, match='TypedStorage is deprecated'):
+        ts = x[2:].storage()
+    assert ts.size() == len(ts) == 6 and ts.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert ts.dtype == tape.float32 and ts.element_size() == 4 and ts.nbytes() == 24
+    assert ts[1] == 1.0 and ts.data_ptr() == x.data_ptr()
+
+
+def test_storage_matches_torch():
+    torch = pytest.importorskip('torch')
+    v = np.arange(12, dtype=np.float64)
+    for lib in (tape, torch):
+        x = lib.tensor(v)
+        y = x.view(3, 4)[1:, 2:]
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            got = (y.untyped_storage().nbytes(), y.untyped_storage().data_ptr() == x.data_ptr(),
+                   y.storage().tolist(), y.storage_offset())
+        if lib is tape:
+            mine = got
+    assert mine == got
+
+
+def test_legacy_new_keeps_the_dtype():
+    x = tape.ones(2, dtype=tape.float64)
+    assert x.new(2, 3).shape == (2, 3) and x.new(2, 3).dtype == tape.float64
+    assert x.new([1, 2]).tolist() == [1.0, 2.0] and x.new([1, 2]).dtype == tape.float64
+    assert x.new(tape.Size([4])).shape == (4,) and x.new().shape == (0,)
+    with pytest.raises(TypeError, match='expected float64 tensor'):
+        x.new(tape.ones(2))
+    with pytest.raises(TypeError, match="argument 'size' must be tuple of ints"):
+        x.new(2, 1.5)
+
+
+def test_qr_and_cholesky_methods_match_torch():
+    torch = pytest.importorskip('torch')
+    A = np.random.default_rng(0).standard_normal((4, 3))
+    Lv = np.array([[2.0, 0.0], [1.0, 3.0]])
+    res = []
+    for lib in (tape, torch):
+        a = lib.tensor(A, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            q, r = a.qr()
+            qc = lib.qr(a, some=False).Q
+        (q.sum() + r.sum()).backward()
+        L = lib.tensor(Lv, requires_grad=True)
+        b = lib.tensor(np.array([[1.0], [2.0]]))
+        sol = b.cholesky_solve(L)
+        inv = L.cholesky_inverse()
+        (sol.sum() + inv.sum()).backward()
+        res.append([t.detach().numpy() for t in (q, r, a.grad, sol, inv, L.grad)] + [qc.shape])
+    for g, w in zip(*res):
+        if isinstance(g, np.ndarray):
+            np.testing.assert_allclose(g, w, atol=1e-10)
+        else:
+            assert tuple(g) == tuple(w)
+
+
+def test_vmap_is_func_vmap():
+    assert tape.vmap is tape.func.vmap
+    assert tape.vmap(lambda v: v * 2)(tape.ones(3, 2)).shape == (3, 2)
