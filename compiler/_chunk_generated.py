@@ -12,7 +12,7 @@ call per element; these vectorize) where their argument is in range.  Each
 kernel is compiled (or loaded from the cache) the first time a large tensor
 needs it.
 """
-# built against helper modules digest 688dfe58e6d00643
+# built against helper modules digest 606bdd49a6d51994
 import math
 
 from numba import njit
@@ -1039,6 +1039,26 @@ def vjp_erfinv(g, a, b, out, c, d, ga, gb, set_a, set_b):
         else:
             for i in range(n):
                 ga[i] += g[i] * 0.886226925452758 * vexp(out[i] * out[i])
+
+
+@njit(cache=True, error_model='numpy')
+def vjp_ndtri(g, a, b, out, c, d, ga, gb, set_a, set_b):
+    """SpecialNdtriBackward0: ga += grad * 2.5066282746310002 * exp(0.5 * out * out)"""
+    n = g.shape[0]
+    if ga.shape[0]:
+        if g.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
+            if set_a:
+                for i in range(n):
+                    ga[i] = g[i] * F32(2.5066282746310002) * vexp32(F32(0.5) * out[i] * out[i])
+            else:
+                for i in range(n):
+                    ga[i] += g[i] * F32(2.5066282746310002) * vexp32(F32(0.5) * out[i] * out[i])
+        elif set_a:
+            for i in range(n):
+                ga[i] = g[i] * 2.5066282746310002 * vexp(0.5 * out[i] * out[i])
+        else:
+            for i in range(n):
+                ga[i] += g[i] * 2.5066282746310002 * vexp(0.5 * out[i] * out[i])
 
 
 @njit(cache=True, error_model='numpy')

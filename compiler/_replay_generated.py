@@ -5,16 +5,16 @@ values, writing each result into the value arena F and each record's saved
 values into V.  compiler/replaygen.py documents the arguments and how a
 caller runs the COLD_FWD kernels.
 """
-# built against helper modules digest 688dfe58e6d00643
+# built against helper modules digest 606bdd49a6d51994
 import math
 
 import numpy as np
 from numba import njit, uint64
 
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
-from compiler.kernels import ceil, cosh, digamma, eq, erf, erfinv, exp2, floor, fmod, gt, maximum, minimum, polygamma, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, vexp, where_pos  # noqa: F401
+from compiler.kernels import ceil, cosh, digamma, eq, erf, erfinv, exp2, floor, fmod, gt, maximum, minimum, ndtri, polygamma, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, vexp, where_pos  # noqa: F401
 
-PYTHON_OP = 112
+PYTHON_OP = 113
 BIG_FLAG = 1048576     # records over large tensors are not replayed (tape/_big.py)
 
 
@@ -158,121 +158,121 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 30:  # abs
             if _fwd_abs(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 62:  # clamp
+        elif op == 63:  # clamp
             if _fwd_clamp(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 67:  # sum
+        elif op == 68:  # sum
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 68:  # mean
+        elif op == 69:  # mean
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 69:  # sum_dim
+        elif op == 70:  # sum_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 70:  # mean_dim
+        elif op == 71:  # mean_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 72:  # expand
+        elif op == 73:  # expand
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 73:  # broadcast
+        elif op == 74:  # broadcast
             if _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 74:  # view
+        elif op == 75:  # view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 75:  # reshape
+        elif op == 76:  # reshape
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 76:  # index
+        elif op == 77:  # index
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 77:  # slice
+        elif op == 78:  # slice
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 78:  # select
+        elif op == 79:  # select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 79:  # t
+        elif op == 80:  # t
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 80:  # transpose
+        elif op == 81:  # transpose
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 81:  # permute
+        elif op == 82:  # permute
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 83:  # mm
+        elif op == 84:  # mm
             if _f_mm(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 89:  # gather
+        elif op == 90:  # gather
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 90:  # index_select
+        elif op == 91:  # index_select
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 91:  # flip
+        elif op == 92:  # flip
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 92:  # repeat
+        elif op == 93:  # repeat
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 93:  # split
+        elif op == 94:  # split
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 94:  # max_dim
+        elif op == 95:  # max_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 95:  # min_dim
+        elif op == 96:  # min_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 96:  # prod
+        elif op == 97:  # prod
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 97:  # prod_dim
+        elif op == 98:  # prod_dim
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 98:  # squeeze
+        elif op == 99:  # squeeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 99:  # unsqueeze
+        elif op == 100:  # unsqueeze
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 102:  # dot
+        elif op == 103:  # dot
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 103:  # mv
+        elif op == 104:  # mv
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 104:  # squeeze_matmul
+        elif op == 105:  # squeeze_matmul
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 105:  # t_vector
+        elif op == 106:  # t_vector
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 106:  # alias
+        elif op == 107:  # alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 107:  # unsqueeze_take
+        elif op == 108:  # unsqueeze_take
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 108:  # reshape_alias
+        elif op == 109:  # reshape_alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 109:  # unsafe_view
+        elif op == 110:  # unsafe_view
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 110:  # contiguous
+        elif op == 111:  # contiguous
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 111:  # diagonal
+        elif op == 112:  # diagonal
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 113:  # cat
+        elif op == 114:  # cat
             if _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 114:  # stack
+        elif op == 115:  # stack
             if _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         else:
@@ -1416,6 +1416,22 @@ def _fwd_erfinv(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 
 @njit(cache=True, error_model='numpy')
+def _fwd_ndtri(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
+    """SpecialNdtriBackward0: out = ndtri(a)."""
+    if in0 < 0:
+        return k           # a constant input the record does not save
+    uout = uint64(out)
+    uin0 = uint64(in0)
+    uvo = uint64(v + 0 * n)
+    for i in range(uint64(n)):
+        a = F[uin0 + i]
+        r = ndtri(a)
+        F[uout + i] = r
+        V[uvo + i] = r
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
 def _fwd_lgamma(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     """LgammaBackward0: out = lgamma(a)."""
     uout = uint64(out)
@@ -1801,33 +1817,34 @@ COLD_FWD = {
     43: _fwd_erf,
     44: _fwd_erfc,
     45: _fwd_erfinv,
-    46: _fwd_lgamma,
-    47: _fwd_digamma,
-    48: _fwd_polygamma,
-    49: _fwd_reciprocal,
-    50: _fwd_silu,
-    51: _fwd_gelu,
-    52: _fwd_gelu_tanh,
-    53: _fwd_leaky_relu,
-    54: _fwd_elu,
-    55: _fwd_softplus,
-    56: _fwd_sign,
-    57: _fwd_floor,
-    58: _fwd_ceil,
-    59: _fwd_round,
-    60: _fwd_round_decimals,
-    61: _fwd_trunc,
-    63: _fwd_hardtanh,
-    64: _fwd_norm_root,
-    65: _fwd_std_root,
-    66: _fwd_var_scale,
-    71: _f_lse,
-    82: _f_put,
-    84: _f_where,
+    46: _fwd_ndtri,
+    47: _fwd_lgamma,
+    48: _fwd_digamma,
+    49: _fwd_polygamma,
+    50: _fwd_reciprocal,
+    51: _fwd_silu,
+    52: _fwd_gelu,
+    53: _fwd_gelu_tanh,
+    54: _fwd_leaky_relu,
+    55: _fwd_elu,
+    56: _fwd_softplus,
+    57: _fwd_sign,
+    58: _fwd_floor,
+    59: _fwd_ceil,
+    60: _fwd_round,
+    61: _fwd_round_decimals,
+    62: _fwd_trunc,
+    64: _fwd_hardtanh,
+    65: _fwd_norm_root,
+    66: _fwd_std_root,
+    67: _fwd_var_scale,
+    72: _f_lse,
+    83: _f_put,
     85: _f_where,
-    86: _f_cumsum,
-    87: _f_cumprod,
-    88: _f_bmm,
-    100: _f_where,
+    86: _f_where,
+    87: _f_cumsum,
+    88: _f_cumprod,
+    89: _f_bmm,
     101: _f_where,
+    102: _f_where,
 }

@@ -4,7 +4,7 @@ The reverse sweep: replays tape records backwards, each opcode a fused
 vector-Jacobian kernel that reads the upstream gradient and the saved values
 and accumulates into its inputs' gradient slots in one pass.
 """
-# built against helper modules digest 688dfe58e6d00643
+# built against helper modules digest 606bdd49a6d51994
 import math
 
 import numpy as np
@@ -13,7 +13,7 @@ from numba import njit, uint64
 from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, vexp, where_pos, xlogy_safe, zero  # noqa: F401
 from compiler.f64_kernels import TRIG_MAX64, cos64, sin64  # noqa: F401
 
-PYTHON_OP = 112
+PYTHON_OP = 113
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
@@ -182,84 +182,84 @@ def sweep(R, G, V, A, reach, start, stop):
             _op_relu(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 30:  # abs
             _op_abs(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 62:  # clamp
+        elif op == 63:  # clamp
             _op_clamp(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 67:  # sum
+        elif op == 68:  # sum
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 68:  # mean
+        elif op == 69:  # mean
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 69:  # sum_dim
+        elif op == 70:  # sum_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 70:  # mean_dim
+        elif op == 71:  # mean_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 72:  # expand
+        elif op == 73:  # expand
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 73:  # broadcast
+        elif op == 74:  # broadcast
             _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 74:  # view
+        elif op == 75:  # view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 75:  # reshape
+        elif op == 76:  # reshape
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 76:  # index
+        elif op == 77:  # index
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 77:  # slice
+        elif op == 78:  # slice
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 78:  # select
+        elif op == 79:  # select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 79:  # t
+        elif op == 80:  # t
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 80:  # transpose
+        elif op == 81:  # transpose
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 81:  # permute
+        elif op == 82:  # permute
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 83:  # mm
+        elif op == 84:  # mm
             if _k_mm(RF, G, V, A, k, go, n, g0, g1, v, ax, x) >= 0:
                 return k
-        elif op == 89:  # gather
+        elif op == 90:  # gather
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 90:  # index_select
+        elif op == 91:  # index_select
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 91:  # flip
+        elif op == 92:  # flip
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 92:  # repeat
+        elif op == 93:  # repeat
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 93:  # split
+        elif op == 94:  # split
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 94:  # max_dim
+        elif op == 95:  # max_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 95:  # min_dim
+        elif op == 96:  # min_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 96:  # prod
+        elif op == 97:  # prod
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 97:  # prod_dim
+        elif op == 98:  # prod_dim
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 98:  # squeeze
+        elif op == 99:  # squeeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 99:  # unsqueeze
+        elif op == 100:  # unsqueeze
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 102:  # dot
+        elif op == 103:  # dot
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 103:  # mv
+        elif op == 104:  # mv
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 104:  # squeeze_matmul
+        elif op == 105:  # squeeze_matmul
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 105:  # t_vector
+        elif op == 106:  # t_vector
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 106:  # alias
+        elif op == 107:  # alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 107:  # unsqueeze_take
+        elif op == 108:  # unsqueeze_take
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 108:  # reshape_alias
+        elif op == 109:  # reshape_alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 109:  # unsafe_view
+        elif op == 110:  # unsafe_view
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 110:  # contiguous
+        elif op == 111:  # contiguous
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 111:  # diagonal
+        elif op == 112:  # diagonal
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 113:  # cat
+        elif op == 114:  # cat
             _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 114:  # stack
+        elif op == 115:  # stack
             _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # Python runs it (COLD, or a new dispatcher)
@@ -1088,6 +1088,18 @@ def _op_erfinv(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 
 @njit(cache=True, error_model='numpy')
+def _op_ndtri(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
+    """SpecialNdtriBackward0."""
+    ugo = uint64(go)
+    uv0 = uint64(v)
+    if g0 >= 0:
+        ug = uint64(g0)
+        for i in range(uint64(n)):
+            G[ug + i] += G[ugo + i] * 2.5066282746310002 * vexp(0.5 * V[uv0 + i] * V[uv0 + i])
+    return -1
+
+
+@njit(cache=True, error_model='numpy')
 def _op_lgamma(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """LgammaBackward0."""
     ugo = uint64(go)
@@ -1373,36 +1385,37 @@ COLD = {
     43: _op_erf,
     44: _op_erfc,
     45: _op_erfinv,
-    46: _op_lgamma,
-    47: _op_digamma,
-    48: _op_polygamma,
-    49: _op_reciprocal,
-    50: _op_silu,
-    51: _op_gelu,
-    52: _op_gelu_tanh,
-    53: _op_leaky_relu,
-    54: _op_elu,
-    55: _op_softplus,
-    56: _op_sign,
-    57: _op_floor,
-    58: _op_ceil,
-    59: _op_round,
-    60: _op_round_decimals,
-    61: _op_trunc,
-    63: _op_hardtanh,
-    64: _op_norm_root,
-    65: _op_std_root,
-    66: _op_var_scale,
-    71: _k_lse,
-    82: _k_put,
-    84: _k_where,
+    46: _op_ndtri,
+    47: _op_lgamma,
+    48: _op_digamma,
+    49: _op_polygamma,
+    50: _op_reciprocal,
+    51: _op_silu,
+    52: _op_gelu,
+    53: _op_gelu_tanh,
+    54: _op_leaky_relu,
+    55: _op_elu,
+    56: _op_softplus,
+    57: _op_sign,
+    58: _op_floor,
+    59: _op_ceil,
+    60: _op_round,
+    61: _op_round_decimals,
+    62: _op_trunc,
+    64: _op_hardtanh,
+    65: _op_norm_root,
+    66: _op_std_root,
+    67: _op_var_scale,
+    72: _k_lse,
+    83: _k_put,
     85: _k_where,
-    86: _k_cumsum,
-    87: _k_cumprod,
-    88: _k_bmm,
-    100: _k_where,
+    86: _k_where,
+    87: _k_cumsum,
+    88: _k_cumprod,
+    89: _k_bmm,
     101: _k_where,
+    102: _k_where,
 }
 
 # the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
-HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 62, 67, 68, 69, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 83, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 113, 114})
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 63, 68, 69, 70, 71, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 114, 115})

@@ -77,7 +77,7 @@ _FWD_FUNCS.update({
     'exp2': 'exp2', 'ceil': 'ceil', 'rint': 'rint', 'round_decimals': 'round_decimals',
     'maximum': 'maximum', 'minimum': 'minimum', 'gt': 'gt', 'remainder': 'remainder',
     'fmod': 'fmod', 'logaddexp0': 'logaddexp0', 'power': 'power',
-    'lgamma': 'math.lgamma', 'erfc': 'math.erfc', 'erfinv': 'erfinv',
+    'lgamma': 'math.lgamma', 'erfc': 'math.erfc', 'erfinv': 'erfinv', 'ndtri': 'ndtri',
 })
 assert set(FWD_ONLY_FUNCS) <= set(_FWD_FUNCS), 'a forward-only function without a kernel'
 

@@ -113,6 +113,7 @@ cosh = _unary('cosh', _quiet(np.cosh))
 erf = _unary('erf', _np_erf)
 _erfc = _unary('erfc', _np_special(2))
 _erfinv = _unary('erfinv', _np_special(3))
+_ndtri = _unary('ndtri', _np_special(5))
 _lgamma = _unary('lgamma', _np_special(0))
 _digamma = _unary('digamma', _np_special(1))
 
@@ -131,6 +132,11 @@ def erfc(a):
 
 def erfinv(a):
     return _erfinv(_float_in(a))
+
+
+def ndtri(a):
+    """The inverse of the standard normal CDF (``torch.special.ndtri``)."""
+    return _ndtri(_float_in(a))
 
 
 def lgamma(a):

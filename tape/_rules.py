@@ -61,7 +61,7 @@ FORMULA_FUNCS = frozenset({
 FWD_ONLY_FUNCS = frozenset({
     'tan', 'asin', 'acos', 'atan', 'atan2', 'expm1', 'log1p', 'log2', 'log10', 'exp2',
     'ceil', 'rint', 'round_decimals', 'maximum', 'minimum', 'gt', 'remainder', 'fmod',
-    'logaddexp0', 'power', 'lgamma', 'erfc', 'erfinv',
+    'logaddexp0', 'power', 'lgamma', 'erfc', 'erfinv', 'ndtri',
 })
 FWD_FUNCS = FORMULA_FUNCS | FWD_ONLY_FUNCS
 TENSOR_NAMES = ('a', 'b')
@@ -240,6 +240,9 @@ RULES = [
     E('erfc', 'ErfcBackward0', 'a', ('-grad * 1.1283791670955126 * exp(-a * a)',), fwd='erfc(a)'),
     E('erfinv', 'ErfinvBackward0', 'a', ('grad * 0.886226925452758 * exp(out * out)',),
       fwd='erfinv(a)'),
+    # sqrt(2 pi) exp(out^2 / 2): the reciprocal of the normal density at out
+    E('ndtri', 'SpecialNdtriBackward0', 'a', ('grad * 2.5066282746310002 * exp(0.5 * out * out)',),
+      fwd='ndtri(a)'),
     E('lgamma', 'LgammaBackward0', 'a', ('grad * digamma(a)',), fwd='lgamma(a)'),
     E('digamma', 'DigammaBackward0', 'a', ('grad * polygamma(1.0, a)',), fwd='digamma(a)'),
     # c is n

@@ -37,8 +37,10 @@ def ndtr(input):  # noqa: A002
 
 
 def ndtri(input):  # noqa: A002
-    """The inverse of ``ndtr``: ``sqrt(2) * erfinv(2p - 1)``."""
-    return _tape.erfinv(input * 2.0 - 1.0) * _math.sqrt(2.0)
+    """The inverse of ``ndtr``, one primitive (tape/_rules.py): ``sqrt(2) *
+    erfinv(2p - 1)`` cancels in the lower tail."""
+    from . import _elementwise
+    return _elementwise.ndtri(input)
 
 
 round = _tape.round  # noqa: A001

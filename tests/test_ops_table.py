@@ -115,6 +115,7 @@ CASES = [
     C('erf', lambda m, x: m.erf(x), *UNARY, gg=True),
     C('erfc', lambda m, x: m.erfc(x), *UNARY, gg=True),
     C('erfinv', lambda m, x: m.erfinv(x), *UNARY, domain='unit', gg=True),
+    C('ndtri', lambda m, x: m.special.ndtri(x), *UNARY, domain='prob', gg=True),
     C('lgamma', lambda m, x: x.lgamma(), *UNARY, domain='pos', gg=True),
     C('digamma', lambda m, x: m.digamma(x), *UNARY, domain='pos', gg=True),
     C('polygamma', lambda m, x: m.polygamma(2, x), *UNARY, domain='pos', gg=True),
