@@ -203,12 +203,19 @@ def _sized(args, size):
     return (size,)
 
 
-def zeros(*args, size=None, dtype=None, requires_grad=False, device=None):
+# The creation functions take out= themselves (tape/_out.py wraps the rest):
+# a wrapper's extra call would land on every tape.rand in a data loop.  With
+# out=, the values are made in out's dtype.
+def zeros(*args, size=None, dtype=None, requires_grad=False, device=None, out=None):
+    if out is not None:
+        return _into_out(zeros(*args, size=size, dtype=dtype or out.dtype), out, 'zeros')
     size = _sized(args, size)
     return _finish(np.zeros(_shape(size, 'zeros'), _dt(dtype)), None, requires_grad)
 
 
-def ones(*args, size=None, dtype=None, requires_grad=False, device=None):
+def ones(*args, size=None, dtype=None, requires_grad=False, device=None, out=None):
+    if out is not None:
+        return _into_out(ones(*args, size=size, dtype=dtype or out.dtype), out, 'ones')
     size = _sized(args, size)
     return _finish(np.ones(_shape(size, 'ones'), _dt(dtype)), None, requires_grad)
 
@@ -255,8 +262,12 @@ def _gen(generator):
     return _rng_of(generator)
 
 
-def rand(*args, size=None, dtype=None, requires_grad=False, generator=None, device=None):
+def rand(*args, size=None, dtype=None, requires_grad=False, generator=None, device=None,
+         out=None):
     """Uniform samples on [0, 1) (seeded by ``manual_seed``, or drawn from ``generator``)."""
+    if out is not None:
+        return _into_out(rand(*args, size=size, dtype=dtype or out.dtype, generator=generator),
+                         out, 'rand')
     if size is None and dtype is None and generator is None:
         # the common call, rand(8, 1): the same draw as _random's, without its calls
         dt = _default_dtype[0]
@@ -269,8 +280,12 @@ def rand(*args, size=None, dtype=None, requires_grad=False, generator=None, devi
     return _random(_gen(generator).random, _sized(args, size), dtype, requires_grad)
 
 
-def randn(*args, size=None, dtype=None, requires_grad=False, generator=None, device=None):
+def randn(*args, size=None, dtype=None, requires_grad=False, generator=None, device=None,
+          out=None):
     """Standard normal samples (seeded by ``manual_seed``, or drawn from ``generator``)."""
+    if out is not None:
+        return _into_out(randn(*args, size=size, dtype=dtype or out.dtype, generator=generator),
+                         out, 'randn')
     if size is None and dtype is None and generator is None:
         dt = _default_dtype[0]
         if dt is float32 or dt is float64:
