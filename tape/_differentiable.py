@@ -305,8 +305,15 @@ def _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs)
             needed = needed[:start + 1].tolist()
         if dead is not None:
             dead = dead[:start + 1].tolist()
+        # records that made an input: not run when off every path, but the input's
+        # own tensor hooks (and retain_grad) still see its gradient, as in PyTorch
+        ends = {x._rec for x in inputs if x._tape is tape} if needed is not None else ()
         for k in range(start, -1, -1):
             if needed is not None and not needed[k]:
+                if k in ends and hooks is not None and k in hooks:
+                    for h in list(hooks[k].values()):
+                        if h.slot in acc and (h.fns or h.retain is not None):
+                            acc[h.slot] = h.run_differentiable(acc[h.slot])
                 continue
             row = rows[k]
             if row[0] != _PYTHON:

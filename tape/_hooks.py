@@ -48,6 +48,10 @@ def _apply(fns, g, shape, where, grad_enabled=False):
     backward builds a graph (``grad_enabled``: create_graph)."""
     prev = grad_mode.enabled
     set_grad_mode(grad_enabled)
+    # a graph a hook builds under enable_grad (an autograd.grad of its own) starts a
+    # tape of its own, not the one the backward is running over
+    open_before = grad_mode.open_tape
+    grad_mode.open_tape = None
     try:
         for fn in list(fns):
             r = fn(g)
@@ -68,6 +72,7 @@ def _apply(fns, g, shape, where, grad_enabled=False):
                 g = r
     finally:
         set_grad_mode(prev)
+        grad_mode.open_tape = open_before
     return g
 
 
@@ -92,10 +97,12 @@ class SlotHooks:
         self.retain = None       # weakref to the tensor whose .grad to fill
         self.node = None
 
-    def run_compiled(self, grads, tape=None, k=-1, R=None, V=None, A=None):
+    def run_compiled(self, grads, tape=None, k=-1, R=None, V=None, A=None, run_node=True):
         """Run this tensor's hooks at the sweep's stop at record k; then, if the
-        record has node hooks, run the record itself and return True (the sweep
-        resumes below it)."""
+        record has node hooks (and ``run_node``: the sweep runs the record, which
+        it does not for the record that made an ``autograd.grad`` input when
+        nothing below leads to an input), run the record itself and return True
+        (the sweep resumes below it)."""
         if self.fns or self.retain is not None:
             s = self.slot
             g = _leaf(grads.get(s, self.size, self.shape).astype(self.dtype))
@@ -106,7 +113,7 @@ class SlotHooks:
                 grads.set(s, self.size, new._data)
             self._retain(new, copy=True)
         node = self.node
-        if node is None or tape is None or not (node.pre or node.post):
+        if node is None or tape is None or not run_node or not (node.pre or node.post):
             return False
         if len(node.holders) > 1:
             # a Function with several outputs: once, after the last reached one's hooks
@@ -114,7 +121,12 @@ class SlotHooks:
             if reached[-1] is not self:
                 return False
         from ._node_hooks import run_node
-        run_node(node, grads, tape, k, R, V, A)
+        open_before = grad_mode.open_tape
+        grad_mode.open_tape = None          # (as in _apply: the hooks' own graphs)
+        try:
+            run_node(node, grads, tape, k, R, V, A)
+        finally:
+            grad_mode.open_tape = open_before
         return True
 
     def run_differentiable(self, g_flat):
@@ -207,11 +219,15 @@ def run_post_accumulate_hooks(leaf):
         return
     prev = grad_mode.enabled
     set_grad_mode(False)
+    open_before = grad_mode.open_tape
+    grad_mode.open_tape = None          # (as in _apply)
     try:
         for fn in list(fns):
-            fn(leaf)
+            if fn(leaf) is not None:
+                raise RuntimeError('Tensor post accumulate grad hooks should return None.')
     finally:
         set_grad_mode(prev)
+        grad_mode.open_tape = open_before
 
 
 def retain_grad(t):

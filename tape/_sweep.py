@@ -423,8 +423,12 @@ def _run(roots, grads, retain_graph, inputs, accumulate):
                                                       or stop in ends):
             if dead:
                 _check_dead_above(tape, R, store, needed, stop)
+            # the record's own node hooks only if the engine runs it: not the record
+            # that made an input, below which nothing leads to an input
+            run_node = stop != floor and (needed is None or bool(needed[stop]))
             for h in hooks[stop].values():
-                if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A):
+                if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A,
+                                                            run_node=run_node):
                     k = stop - 1    # node hooks ran the record itself (tape/_hooks.py)
     used = None
     # (something changed in place since recording: a tensor this graph saved?)

@@ -137,7 +137,27 @@ class _Outer:
                                    retain_graph=True, allow_unused=True)
                 if any(g is not None for g in gs):
                     return t
+                if any(_tangent_reached(t, self.leaves, _leaf(np.ones_like(t._data)))):
+                    return t
         return t.detach()
+
+
+def _tangent_reached(out, leaves, seed=None):
+    """Per leaf: whether it is a dual's hidden leaf of the open forward-AD level that
+    ``out`` depends on (tape/autograd/forward_ad.py).  A reverse sweep reaches
+    those only as unpack_dual's tangent sweeps run it, so the transforms' check of
+    what a result stays connected to asks this too: a gradient taken inside a
+    dual level keeps its tangent."""
+    from .autograd import forward_ad as fw
+    if fw._current_level < 0 or not any('_fwad_fake' in x.__dict__ for x in leaves):
+        return [False] * len(leaves)
+    fw._sweeping[0] = True
+    try:
+        gs = autograd.grad(out, leaves, grad_outputs=seed, retain_graph=True,
+                           allow_unused=True)
+    finally:
+        fw._sweeping[0] = False
+    return [g is not None and '_fwad_fake' in x.__dict__ for x, g in zip(leaves, gs)]
 
 
 class _Running:
@@ -167,12 +187,14 @@ def _split_aux(fn, out, has_aux, api):
     return out
 
 
-def _check_scalar(fn, out):
+def _check_scalar(fn, out, zero_dim=False):
+    """``zero_dim``: torch.func's grad and grad_and_value want a 0-dim tensor;
+    tape's own value_and_grad takes any one-element tensor."""
     if not isinstance(out, Tensor):
         raise _NotScalarError(f'{getattr(fn, "__name__", "f")}: grad needs a function returning '
                               f'a one-element tensor; grad_and_value(f)(*args): Expected '
                               f'f(*args) to return a Tensor, got {type(out)}')
-    if out._data.size != 1:
+    if out._data.size != 1 or (zero_dim and out._data.ndim != 0):
         raise _NotScalarError(
             f'{getattr(fn, "__name__", "f")}: grad needs a function returning a one-element '
             f'tensor, got shape {tuple(out._data.shape)}; grad_and_value(f)(*args): Expected '
@@ -215,7 +237,7 @@ def _value_and_grad(fn, argnums, has_aux, args, kwargs, api):
     with enable_grad():
         with run:
             out, aux = _split_aux(fn, fn(*args, **kwargs), has_aux, api)
-        _check_scalar(fn, out)
+        _check_scalar(fn, out, zero_dim=api != 'value_and_grad')
         outer = _Outer([out, *_tensors(aux)], run.own)
         value = out.detach()
         if not out._rg:
@@ -229,7 +251,9 @@ def _value_and_grad(fn, argnums, has_aux, args, kwargs, api):
             n = len(inputs)
             first = autograd.grad(out, inputs + outer.leaves, retain_graph=True,
                                   allow_unused=True)
-            reached = [x for x, g in zip(outer.leaves, first[n:]) if g is not None]
+            tangent = _tangent_reached(out, outer.leaves)
+            reached = [x for x, g, tr in zip(outer.leaves, first[n:], tangent)
+                       if g is not None or tr]
             if not reached:
                 grads = tuple(_leaf(np.zeros_like(x._data)) if g is None else g
                               for x, g in zip(inputs, first[:n]))
@@ -281,6 +305,25 @@ def grad(fn, argnums=0, has_aux=False):
     return wrapped
 
 
+def _check_outputs(out, api, floating=True):
+    """The tensors of ``out`` (a pytree), after torch.func's checks: not empty, only
+    tensors, and (``floating``: reverse mode) only floating ones."""
+    outs = _leaves(out)
+    if not outs or (len(outs) == 1 and outs[0] is None):
+        raise RuntimeError(f'{api}: Expected f to be a function that has non-empty output '
+                           f'(got output = {outs})')
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise RuntimeError(f'{api}: expected f(*primals) to return only tensors, got '
+                               f'unsupported type {type(o)}')
+        if floating and o._data.dtype.kind not in 'fc':
+            from ._tensor import DTYPE_NAMES
+            dt = DTYPE_NAMES.get(o._data.dtype, str(o._data.dtype))
+            raise RuntimeError('vjp(f, ...): All outputs of f must be floating-point or complex '
+                               f'Tensors, got Tensor with dtype {dt}')
+    return outs
+
+
 def vjp(fn, *primals, has_aux=False):
     """``(fn(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` gives one gradient per primal
     (with ``has_aux``, ``fn`` returns ``(output, aux)`` and this gives
@@ -295,19 +338,7 @@ def vjp(fn, *primals, has_aux=False):
     run = _Running(inputs)
     with enable_grad(), run:
         out, aux = _split_aux(fn, fn(*_rebuild(tuple(primals), iter(inputs))), has_aux, 'vjp')
-    outs = _leaves(out)
-    if not outs or (len(outs) == 1 and outs[0] is None):
-        raise RuntimeError('vjp(f, *primals): Expected f to be a function that has non-empty '
-                           f'output (got output = {outs})')
-    for o in outs:
-        if not isinstance(o, Tensor):
-            raise RuntimeError('vjp(f, *primals): expected f(*primals) to return only tensors, '
-                               f'got unsupported type {type(o)}')
-        if o._data.dtype.kind not in 'fc':
-            from ._tensor import DTYPE_NAMES
-            dt = DTYPE_NAMES.get(o._data.dtype, str(o._data.dtype))
-            raise RuntimeError('vjp(f, ...): All outputs of f must be floating-point or complex '
-                               f'Tensors, got Tensor with dtype {dt}')
+    outs = _check_outputs(out, 'vjp(f, *primals)')
     outer = _Outer([*outs, *_tensors(aux)], run.own)
 
     def pullback(cotangent, retain_graph=True, create_graph=None):
@@ -345,6 +376,12 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """
     if not (chunk_size is None or chunk_size > 0):
         raise ValueError('jacrev: `chunk_size` should be greater than 0.')
+    return _jacobian(func, argnums, has_aux, 'vjp(f, *primals)')
+
+
+def _jacobian(func, argnums, has_aux, api):
+    """``jacrev``'s transform; ``api`` names the checks' PyTorch function (jacfwd's
+    are jvp's, which also takes integer outputs)."""
     nums = _argnums(argnums)
 
     @functools.wraps(func)
@@ -354,6 +391,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         with enable_grad():
             with run:
                 out, aux = _split_aux(func, func(*args, **kwargs), has_aux, 'jacrev')
+            _check_outputs(out, api, floating=api.startswith('vjp'))
             outer = _Outer([*_tensors(out), *_tensors(aux)], run.own)
 
             def jac(o):
@@ -402,7 +440,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness='error'):
     if randomness not in ('error', 'different', 'same'):
         raise RuntimeError("Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
-    return jacrev(func, argnums, has_aux=has_aux)
+    return _jacobian(func, argnums, has_aux, _JVP)
 
 
 def hessian(func, argnums=0):
@@ -439,6 +477,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         raise RuntimeError(f'{_JVP}: Expected primals to be a tuple. E.g. it should be valid '
                            'to call f(*primals).')
     p_leaves, t_leaves = _leaves(primals), _leaves(tangents)
+    if not p_leaves:
+        raise RuntimeError(f'{_JVP}: Expected primals to contain at least one Tensor.')
     if _spec(primals) != _spec(tangents):
         raise RuntimeError(f'{_JVP}: Expected primals and tangents to have the same python '
                            'structure. For example, if primals is a tuple of 3 tensors, '
@@ -547,18 +587,6 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
 
     named = list(module.named_parameters(remove_duplicate=False)) + \
         list(module.named_buffers(remove_duplicate=False))
-    if strict:
-        names = {n for n, _ in named}
-        unexpected = [k for k in values if k not in names]
-        missing = [n for n, _ in named if n not in values]
-        msgs = []
-        if unexpected:
-            msgs.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
-        if missing:
-            msgs.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
-        if msgs:
-            raise RuntimeError(f'Error(s) in reparametrizing for {type(module).__name__}:\n\t'
-                               + '\n\t'.join(msgs))
     if tie_weights:
         groups = {}
         for n, t in named:
@@ -575,6 +603,19 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                                          'tie_weights=False')
                 for n in ns:
                     values.setdefault(n, v)
+    # (after tying, as PyTorch checks: a tied name is given when one of its names is)
+    if strict:
+        names = {n for n, _ in named}
+        unexpected = [k for k in values if k not in names]
+        missing = [n for n, _ in named if n not in values]
+        msgs = []
+        if unexpected:
+            msgs.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
+        if missing:
+            msgs.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
+        if msgs:
+            raise RuntimeError(f'Error(s) in reparametrizing for {type(module).__name__}:\n\t'
+                               + '\n\t'.join(msgs))
 
     undo = []
     try:

@@ -137,11 +137,22 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             done.add(id(x))
             if not create_graph:
                 g = g.detach()
+            extra = x._extra
+            runner = extra.get('accumulate_hooks') if extra is not None else None
+            if runner is not None:
+                # the leaf's AccumulateGrad node runs, with its hooks (grad() ran
+                # only the tensor hooks); they may accumulate themselves
+                from .._hooks import _apply
+                g = _apply([runner], g, x._data.shape, 'a leaf tensor',
+                           grad_enabled=bool(create_graph))
             if x._grad is None or create_graph:
                 x._grad = g if x._grad is None else x._grad + g
             else:
                 from .._sweep import _accumulate
                 _accumulate(x, g._data)     # in place, as PyTorch's AccumulateGrad
+            if extra is not None and 'post_accumulate' in extra:
+                from .._hooks import run_post_accumulate_hooks
+                run_post_accumulate_hooks(x)
         return
     if create_graph:
         from .._differentiable import backward_differentiable

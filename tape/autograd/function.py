@@ -281,13 +281,18 @@ class _FunctionRecord:
                 # the sweep judges a record by its first output's slot (which
                 # records it reached, so which release frees): this one ran
                 mark(first)
-        # cls.backward runs with recording off (as under no_grad)
+        # cls.backward runs with recording off (as under no_grad); a graph it builds
+        # under enable_grad (a recomputation, an autograd.grad of its own) starts a
+        # tape of its own, not the one this sweep is running over
+        open_before = grad_mode.open_tape
+        grad_mode.open_tape = None
         if grad_mode.enabled:
             set_grad_mode(False)
             try:
                 res = self._call_backward(grads)
             finally:
                 set_grad_mode(True)
+                grad_mode.open_tape = open_before
         else:
             # (off already: the sweep of Python records sets it once for all)
             try:
@@ -295,6 +300,7 @@ class _FunctionRecord:
             finally:
                 if grad_mode.enabled:
                     set_grad_mode(False)
+                grad_mode.open_tape = open_before
         for r, s in zip(res, self.in_slots):
             if r is not None:
                 d = r._data
@@ -391,6 +397,20 @@ def _bind(cls, args, kwargs):
     return tuple(bound.args), bound.kwargs
 
 
+def _bind_with_ctx(cls, args, kwargs):
+    """Keyword arguments of a ``forward(ctx, ...)`` Function moved to their places
+    among the positional inputs (defaults not applied), as PyTorch's ``apply``
+    does: they are inputs like the others (``needs_input_grad``, one gradient
+    each from ``backward``)."""
+    import inspect
+    try:
+        sig = inspect.signature(cls.forward)
+        bound = sig.bind(None, *args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs         # forward raises its own TypeError when called
+    return tuple(bound.args[1:]), bound.kwargs
+
+
 def _alias(o):
     """A new tensor object for input ``o`` returned as is (PyTorch returns a view)."""
     t = _leaf(o._data)
@@ -428,6 +448,11 @@ class Function(metaclass=_FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         if jvp_hook is not None and getattr(cls, 'jvp', None) is not None:
+            # bound first, so that jvp gets one tangent per input (None for defaults)
+            if cls._setup_ctx:
+                args, kwargs = _bind(cls, args, kwargs)
+            elif kwargs:
+                args, kwargs = _bind_with_ctx(cls, args, kwargs)
             return jvp_hook(_apply, cls, args, kwargs)
         return _apply(cls, args, kwargs)
 
@@ -454,6 +479,8 @@ def _apply(cls, args, kwargs):
     ctx._fn_name = cls._backward_name
     if cls._setup_ctx:
         args, kwargs = _bind(cls, args, kwargs)
+    elif kwargs:
+        args, kwargs = _bind_with_ctx(cls, args, kwargs)
     needs = tuple([isinstance(a, Tensor) and a._rg for a in args])
     ctx.needs_input_grad = needs
     # forward (and setup_context) with recording off, as under no_grad
@@ -791,6 +818,8 @@ def _make_function_node():
 
 
 _FunctionNode = _make_function_node()
+# PyTorch's name for the class of a custom Function's ``grad_fn`` (isinstance checks)
+BackwardCFunction = _FunctionNode
 
 
 def once_differentiable(fn):
