@@ -242,9 +242,12 @@ def test_fallbacks_keep_composite_behaviour():
     # float16: the composite
     y = TF.batch_norm(x.half().detach(), None, None, training=True)
     assert y.dtype == tape.float16
-    # mixed weight dtype promotes as before
-    y = TF.batch_norm(x, None, None, tape.ones(3, dtype=tape.float64), training=True)
-    assert y.dtype == tape.float64
+    # a weight of another dtype raises, as PyTorch's CPU batch_norm ("mixed dtype")
+    with pytest.raises(RuntimeError, match='mixed dtype'):
+        TF.batch_norm(x, None, None, tape.ones(3, dtype=tape.float64), training=True)
+    # float16 input with float32 weights: computed in float32, the result float16
+    y = TF.batch_norm(x.half().detach(), None, None, tape.ones(3), training=True)
+    assert y.dtype == tape.float16
     # eval with running statistics that require grad: differentiated through, as before
     rm = tape.zeros(3, requires_grad=True)
     y = TF.batch_norm(x, rm, tape.ones(3), training=False)

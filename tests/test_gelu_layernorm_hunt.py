@@ -169,7 +169,7 @@ def test_layer_norm_errors_like_torch():
 
 
 def test_layer_norm_module_and_float16():
-    m = tnn.LayerNorm(6)
+    m = tnn.LayerNorm(6).double()      # (float64 input: float64 weights, as PyTorch needs)
     x = tape.tensor(np.random.default_rng(5).standard_normal((3, 6)), requires_grad=True)
     m(x).pow(2).sum().backward()
     assert m.weight.grad is not None and m.bias.grad is not None and x.grad is not None

@@ -11,3 +11,4 @@ from ._more_modules import *  # noqa: F401,F403
 from ._attention import *  # noqa: F401,F403
 from ._modules_more import *  # noqa: F401,F403
 from ._spatial import *  # noqa: F401,F403
+from ._fractional import *  # noqa: F401,F403

@@ -23,9 +23,9 @@ float64 whatever the input's dtype; the loss is cast back to it.
 import numpy as np
 
 from .. import _ops
-from .._tape import note_value_use
+from .._tape import grad_mode, note_value_use
 from .._tensor import Tensor, _leaf
-from ..autograd.function import Function, once_differentiable
+from ..autograd.function import Function, _OnceDifferentiable, once_differentiable
 
 __all__ = ['ctc_loss']
 
@@ -123,12 +123,24 @@ class _CTCLoss(Function):
         nll = _nll(alpha, il, tl)
         dt = np.asarray(log_probs._data).dtype
         ctx.state = (lp, lpe, ext, valid, skip, alpha, nll, tg, il, tl, zero_infinity, dt)
+        ctx.log_probs = log_probs
         out = np.where(np.isinf(nll), 0.0, nll) if zero_infinity else nll
         return _leaf(out.astype(dt))
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, g):
+        grad = _CTCLoss._grad(ctx, g)
+        # the gradient depends on log_probs too: differentiating it raises (as
+        # PyTorch's _ctc_loss_backward), where once_differentiable alone would
+        # see only g and give a second derivative of 0
+        deps = [t for t in (g, ctx.log_probs) if isinstance(t, Tensor) and t._rg]
+        if grad_mode.enabled and deps:
+            grad = _OnceDifferentiable.apply(grad, *deps)
+        return grad, None, None, None, None, None
+
+    @staticmethod
+    @once_differentiable
+    def _grad(ctx, g):
         lp, lpe, ext, valid, skip, alpha, nll, tg, il, tl, zero_infinity, dt = ctx.state
         T, N, C = lp.shape
         gd = np.asarray(g._data, dtype=np.float64).reshape(N)
@@ -147,7 +159,7 @@ class _CTCLoss(Function):
         grad[np.arange(T)[:, None] >= il[None, :]] = 0.0
         if zero_infinity:
             grad[:, bad, :] = 0.0
-        return (_leaf(grad.astype(dt)), None, None, None, None, None)
+        return _leaf(grad.astype(dt))
 
 
 def _lengths(x, name):

@@ -8,7 +8,8 @@ buffer names, initialisation and repr:
   ``TripletMarginLoss``, ``TripletMarginWithDistanceLoss``, ``SoftMarginLoss``,
   ``MultiLabelSoftMarginLoss``, ``MultiMarginLoss``, ``MultiLabelMarginLoss`` (with
   ``F.multilabel_margin_loss``, defined here), ``PoissonNLLLoss``, ``GaussianNLLLoss``,
-  ``CTCLoss`` (``F.ctc_loss`` is in ``_ctc.py``);
+  ``CTCLoss`` (``F.ctc_loss`` is in ``_ctc.py``), ``NLLLoss2d`` (deprecated) and
+  ``AdaptiveLogSoftmaxWithLoss``;
 * normalization ``InstanceNorm1d/2d/3d`` and ``RMSNorm``;
 * padding ``ConstantPad``, ``ZeroPad``, ``ReflectionPad``, ``ReplicationPad`` and
   ``CircularPad`` in 1, 2 and 3 dimensions;
@@ -22,7 +23,9 @@ InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, track_runni
 >>> tape.nn.ReflectionPad1d(2)
 ReflectionPad1d((2, 2))
 """
+import itertools as _itertools
 import warnings as _warnings
+from collections import namedtuple as _namedtuple
 from collections.abc import Iterable as _Iterable
 
 import numpy as np
@@ -37,14 +40,16 @@ from . import functional as F
 from . import init
 from ._conv_modules import _NormBase
 from ._more_modules import PairwiseDistance
-from .modules import Linear, Module, Parameter, _dtype, _empty, _Loss, _WeightedLoss
+from .modules import (Linear, Module, ModuleList, NLLLoss, Parameter, Sequential, _dtype, _empty,
+                      _Loss, _WeightedLoss)
 
 __all__ = ['SELU', 'CELU', 'GLU', 'LogSigmoid', 'Softmin', 'Softshrink', 'Hardshrink',
            'Tanhshrink', 'Threshold', 'Softmax2d',
            'MarginRankingLoss', 'HingeEmbeddingLoss', 'CosineEmbeddingLoss',
            'TripletMarginLoss', 'TripletMarginWithDistanceLoss', 'SoftMarginLoss',
            'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'MultiLabelMarginLoss',
-           'PoissonNLLLoss', 'GaussianNLLLoss', 'CTCLoss',
+           'PoissonNLLLoss', 'GaussianNLLLoss', 'CTCLoss', 'NLLLoss2d',
+           'AdaptiveLogSoftmaxWithLoss',
            'InstanceNorm1d', 'InstanceNorm2d', 'InstanceNorm3d', 'RMSNorm',
            'ConstantPad1d', 'ConstantPad2d', 'ConstantPad3d', 'ZeroPad1d', 'ZeroPad2d',
            'ZeroPad3d', 'ReflectionPad1d', 'ReflectionPad2d', 'ReflectionPad3d',
@@ -343,6 +348,143 @@ class GaussianNLLLoss(_Loss):
     def forward(self, input, target, var):  # noqa: A002
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
                                    reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """PyTorch's deprecated alias of ``NLLLoss`` (a FutureWarning when built)."""
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction='mean'):
+        _warnings.warn('`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a '
+                       'drop-in replacement and see https://pytorch.org/docs/main/nn.html'
+                       '#torch.nn.NLLLoss for more details.', FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
+
+
+_ASMoutput = _namedtuple('_ASMoutput', ['output', 'loss'])
+
+
+class AdaptiveLogSoftmaxWithLoss(Module):
+    """Efficient softmax approximation (Grave et al., 2016), PyTorch's module: a
+    ``head`` Linear over the shortlist ``[0, cutoffs[0])`` and one logit per
+    cluster, and per cluster a ``tail`` of two bias-free Linears (in_features ->
+    in_features // div_value ** (i + 1) -> cluster size).  ``forward(input,
+    target)`` gives ``(output, loss)``: each target's log-probability and the
+    mean negative of them; ``log_prob`` the full (N, n_classes) log-probabilities,
+    ``predict`` their argmax.  The steps are PyTorch's (tape ops throughout)."""
+    def __init__(self, in_features, n_classes, cutoffs, div_value=4.0, head_bias=False,
+                 device=None, dtype=None):
+        super().__init__()
+        cutoffs = list(cutoffs)
+        if len(cutoffs) == 0:
+            raise ValueError('cutoffs should be a sequence of length larger than 0')
+        if cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > n_classes - 1 \
+                or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs):
+            raise ValueError('cutoffs should be a sequence of unique, positive integers sorted '
+                             'in an increasing order, where each value is between 1 and '
+                             'n_classes-1')
+        self.in_features = in_features
+        self.n_classes = n_classes
+        self.cutoffs = cutoffs + [n_classes]
+        self.div_value = div_value
+        self.head_bias = head_bias
+        self.shortlist_size = self.cutoffs[0]
+        self.n_clusters = len(self.cutoffs) - 1
+        self.head_size = self.shortlist_size + self.n_clusters
+        self.head = Linear(in_features, self.head_size, bias=head_bias, device=device,
+                           dtype=dtype)
+        self.tail = ModuleList()
+        for i in range(self.n_clusters):
+            hsz = int(in_features // (div_value ** (i + 1)))
+            osz = self.cutoffs[i + 1] - self.cutoffs[i]
+            self.tail.append(Sequential(
+                Linear(in_features, hsz, bias=False, device=device, dtype=dtype),
+                Linear(hsz, osz, bias=False, device=device, dtype=dtype)))
+
+    def reset_parameters(self):
+        self.head.reset_parameters()
+        for i2h, h2o in self.tail:
+            i2h.reset_parameters()
+            h2o.reset_parameters()
+
+    def forward(self, input_, target_):
+        targ_dim = target_.dim()
+        if targ_dim == 1:
+            if input_.size(0) != target_.size(0):
+                raise RuntimeError('Input and target should have the same size in the batch '
+                                   'dimension.')
+            if input_.dim() != 2:
+                raise RuntimeError(f'1D target tensor expects 2D input tensors, but found '
+                                   f'inputs with size {input_.size()}')
+        elif targ_dim == 0:
+            if input_.dim() != 1:
+                raise RuntimeError(f'0D target tensor expects 1D input tensors, but found '
+                                   f'inputs with size {input_.size()}')
+        else:
+            raise RuntimeError('0D or 1D target tensor expected, multi-target not supported')
+        batched = targ_dim > 0
+        inp = input_ if batched else input_.unsqueeze(0)
+        target = target_ if batched else target_.unsqueeze(0)
+        note_value_use('AdaptiveLogSoftmaxWithLoss')    # (the clusters' rows are baked in)
+        tg = np.asarray(target._data).astype(np.int64)
+        batch_size = tg.shape[0]
+        used_rows = 0
+        gather_inds = np.empty(batch_size, np.int64)
+        output = None
+        bounds = [0] + self.cutoffs
+        for i in range(len(bounds) - 1):
+            low, high = bounds[i], bounds[i + 1]
+            rows = np.flatnonzero((tg >= low) & (tg < high))
+            if rows.size == 0:
+                continue
+            if i == 0:
+                gather_inds[rows] = tg[rows]
+            else:
+                rel = _leaf((tg[rows] - low)[:, None])
+                cluster_output = self.tail[i - 1](inp.index_select(0, _leaf(rows)))
+                gather_inds[rows] = self.shortlist_size + i - 1
+                local = F.log_softmax(cluster_output, dim=1).gather(1, rel).squeeze(1)
+                part = inp.new_zeros(batch_size).index_add(0, _leaf(rows), local)
+                output = part if output is None else output + part
+            used_rows += rows.size
+        if used_rows != batch_size:
+            raise RuntimeError(f'Target values should be in [0, {self.n_classes - 1}], but '
+                               f'values in range [{tg.min()}, {tg.max()}] were found. ')
+        head_logprob = F.log_softmax(self.head(inp), dim=1)
+        picked = head_logprob.gather(1, _leaf(gather_inds[:, None])).squeeze(1)
+        output = picked if output is None else output + picked
+        loss = (-output).mean()
+        if not batched:
+            output = output.squeeze(0)
+        return _ASMoutput(output, loss)
+
+    def _get_full_log_prob(self, input, head_output):  # noqa: A002
+        head_logprob = F.log_softmax(head_output, dim=1)
+        parts = [head_logprob[:, :self.shortlist_size]]
+        for i, _ in enumerate(_itertools.pairwise(self.cutoffs)):
+            cluster_logprob = F.log_softmax(self.tail[i](input), dim=1)
+            parts.append(cluster_logprob
+                         + head_logprob[:, self.shortlist_size + i].unsqueeze(1))
+        from .. import cat
+        return cat(parts, 1)
+
+    def log_prob(self, input):  # noqa: A002
+        """The log-probabilities (N, n_classes) of every class."""
+        return self._get_full_log_prob(input, self.head(input))
+
+    def predict(self, input):  # noqa: A002
+        """The most probable class of each row (``log_prob(input).argmax(1)``)."""
+        from .. import argmax
+        head_output = self.head(input)
+        output = argmax(head_output, dim=1)
+        not_in_shortlist = output >= self.shortlist_size
+        if not bool(not_in_shortlist.any()):
+            return output
+        if bool(not_in_shortlist.all()):
+            return argmax(self._get_full_log_prob(input, head_output), dim=1)
+        log_prob = self._get_full_log_prob(input[not_in_shortlist],
+                                           head_output[not_in_shortlist])
+        output[not_in_shortlist] = argmax(log_prob, dim=1)
+        return output
 
 
 class CTCLoss(_Loss):

@@ -135,6 +135,40 @@ def _taps(mode, n_in, n_out, align_corners, scale, dt):
     return [(i0, (1 - lam).astype(dt)), (i1, lam)]
 
 
+def _aa_filter(mode, x):
+    """PyTorch's antialias filters: the triangle (bilinear), Keys' cubic with
+    a = -0.5 (bicubic, as PIL's; -0.75 is the plain bicubic's)."""
+    x = np.abs(x)
+    if mode == 'bilinear':
+        return np.where(x < 1.0, 1.0 - x, 0.0)
+    a = -0.5
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+def _aa_taps(mode, n_in, n_out, align_corners, scale, dt):
+    """``_taps`` of ``antialias=True`` (PyTorch's ``_upsample_bilinear2d_aa`` and
+    ``_upsample_bicubic2d_aa``): downsampling by ``scale`` widens the filter's
+    support by ``scale``; each output's weights are normalized to sum to 1."""
+    s = float(_area_scale(n_in, n_out, align_corners, scale, np.dtype(np.float64)))
+    interp = 2 if mode == 'bilinear' else 4
+    support = interp * 0.5 * s if s >= 1.0 else interp * 0.5
+    width = int(_math.ceil(support)) * 2 + 1
+    invscale = 1.0 / s if s >= 1.0 else 1.0
+    center = s * (np.arange(n_out) + 0.5)
+    xmin = np.maximum((center - support + 0.5).astype(np.int64), 0)
+    xsize = np.clip(np.minimum((center + support + 0.5).astype(np.int64), n_in) - xmin,
+                    0, width)
+    k = np.arange(width)
+    w = _aa_filter(mode, (xmin[:, None] + k - center[:, None] + 0.5) * invscale)
+    w = np.where(k < xsize[:, None], w, 0.0)
+    total = w.sum(1, keepdims=True)
+    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+    idx = np.minimum(xmin[:, None] + k, n_in - 1)
+    return [(idx[:, j], w[:, j].astype(dt)) for j in range(width)]
+
+
 def _resample_dim(x, dim, taps):
     nd = x.dim()
     out = None
@@ -156,7 +190,8 @@ def interpolate(input, size=None, scale_factor=None, mode='nearest', align_corne
     """Resample (N, C, *spatial) input to ``size`` or by ``scale_factor`` with
     PyTorch's index and weight formulas: ``'nearest'``, ``'nearest-exact'``,
     ``'linear'`` (3-D), ``'bilinear'``/``'bicubic'`` (4-D), ``'trilinear'`` (5-D) and
-    ``'area'`` (adaptive average pooling).
+    ``'area'`` (adaptive average pooling); ``antialias=True`` (bilinear and bicubic
+    of 4-D input) is PyTorch's antialiased resampling (``_aa_taps``).
 
     >>> import tape, tape.nn.functional as F
     >>> F.interpolate(tape.tensor([[[1., 2.]]]), size=3)
@@ -213,8 +248,6 @@ def interpolate(input, size=None, scale_factor=None, mode='nearest', align_corne
     if antialias and not (mode in ('bilinear', 'bicubic') and input.dim() == 4):
         raise ValueError('Anti-alias option is restricted to bilinear and bicubic modes and '
                          'requires a 4-D tensor as input')
-    if antialias:
-        raise NotImplementedError('interpolate: antialias=True is not supported by tape')
     if mode not in _INTERP_MODES or input.dim() not in (3, 4, 5):
         raise NotImplementedError(
             f'Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for '
@@ -253,7 +286,8 @@ def interpolate(input, size=None, scale_factor=None, mode='nearest', align_corne
     x = input
     for i in range(dim):
         scale = None if scale_factors is None else scale_factors[i]
-        taps = _taps(mode, in_sizes[i], output_size[i], align_corners, scale, wdt)
+        taps = (_aa_taps if antialias else _taps)(mode, in_sizes[i], output_size[i],
+                                                 align_corners, scale, wdt)
         if mode in ('nearest', 'nearest-exact') and output_size[i] == in_sizes[i] \
                 and np.array_equal(taps[0][0], np.arange(in_sizes[i])):
             continue

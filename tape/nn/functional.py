@@ -238,6 +238,12 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
         raise RuntimeError(f'nll_loss: expected target of an integer dtype (class indices), got '
                            f'{tgt.dtype}')
     tgt = tgt.astype(np.int64)
+    if tgt.ndim == 1 and np.ndim(inp._data) == 1:
+        # PyTorch takes a target of one element for an unbatched input
+        if tgt.shape[0] != 1:
+            raise ValueError(f'For 1D input, 1D target must have size 1, but got target '
+                             f'size: {tgt.shape[0]}')
+        tgt = tgt.reshape(())
     ncls, cdim = _class_shapes(inp, _leaf(tgt), 'nll_loss')
     ignore = tgt == ignore_index
     bad = (~ignore) & ((tgt < 0) | (tgt >= ncls))
@@ -416,9 +422,18 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction='mean'):  
         if out is not None:
             return out
     inp, tgt = _t(input), _t(target, input)
+    _float_kernel(inp, tgt, 'mse_cpu')
     _same_shape(inp, tgt, 'mse_loss')
     diff = _ops.sub(inp, tgt)
     return _reduce(_ops.mul(diff, diff), reduction, 'mse_loss')
+
+
+def _float_kernel(inp, tgt, kernel):
+    """PyTorch's NotImplementedError for a loss kernel run in an integer or bool
+    dtype (both operands non-float: the result dtype is theirs)."""
+    di, dt = _dt_of(inp), _dt_of(tgt)
+    if di.kind in 'iub' and dt.kind in 'iub':
+        _not_for(_leaf(np.empty(0, np.result_type(di, dt))), 'iub', kernel)
 
 
 def _mse_direct(inp, tgt, mean):
@@ -483,6 +498,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None,  # noqa:
         raise ValueError(f'Using a target size ({st}) that is different to the input size ({si}) '
                          'is deprecated. Please ensure they have the same size.')
     d, td = np.asarray(inp._data), np.asarray(tgt._data)
+    if isinstance(target, Tensor) and td.dtype != d.dtype:
+        # PyTorch's kernel takes the target in the input's dtype only
+        raise RuntimeError(f'Found dtype {_torch_dtype_name(td.dtype)} but expected '
+                           f'{_torch_dtype_name(d.dtype)} (binary_cross_entropy: target of '
+                           f'shape {tuple(st)}, input of shape {tuple(si)})')
     if np.any((d < 0) | (d > 1)):
         raise RuntimeError('binary_cross_entropy: all elements of input should be between 0 '
                            f'and 1 (input of shape {tuple(si)})')
@@ -494,8 +514,15 @@ def binary_cross_entropy(input, target, weight=None, size_average=None,  # noqa:
     else:
         loss = _leaf(out)
     if weight is not None:
-        loss = _ops.mul(loss, _t(weight, inp))
+        w = _t(weight, inp)
+        if _dt_of(w) != d.dtype:            # (the result keeps the input's dtype)
+            w = w.to(d.dtype)
+        loss = _ops.mul(loss, w)
     return _reduce(loss, reduction, 'binary_cross_entropy')
+
+
+def _torch_dtype_name(dt):
+    return _ops._TORCH_DTYPE_NAMES.get(np.dtype(dt).str[1:], str(dt))
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,  # noqa: A002
@@ -507,6 +534,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     si, st = np.shape(inp._data), np.shape(tgt._data)
     if si != st:
         raise ValueError(f'Target size ({st}) must be the same as input size ({si})')
+    if _dt_of(tgt).kind in 'iu' and _dt_of(inp).kind == 'f':
+        # PyTorch writes the loss into a tensor of the target's (integer) dtype
+        raise RuntimeError(f"result type {_torch_dtype_name(_dt_of(inp))} can't be cast to the "
+                           f"desired output type {_torch_dtype_name(_dt_of(tgt))} "
+                           f"(binary_cross_entropy_with_logits: input of shape {tuple(si)})")
     _ops.check_broadcast('binary_cross_entropy_with_logits', tgt, pos_weight, weight)
     sp = _ew.softplus(_ops.neg(inp), 1.0, float('inf'))
     if pos_weight is not None:
@@ -906,6 +938,28 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     return softmax(_ops.neg(a), dim, dtype=dtype)
 
 
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """``softmax((logits + g) / tau)`` for Gumbel(0, 1) noise ``g = -log(E)``,
+    E ~ Exponential(1) (tape's generator); with ``hard`` the one-hot of each
+    argmax, with the soft sample's gradient (straight-through), as PyTorch's."""
+    if eps != 1e-10:
+        _warnings.warn('`eps` parameter is deprecated and has no effect.', stacklevel=2)
+    a = _t(logits)
+    from .. import empty_like, zeros_like
+    with _no_grad():
+        gumbels = _ops.neg(empty_like(a).exponential_().log())
+    y_soft = softmax(_ops.div(_ops.add(a, gumbels), tau), dim)
+    if not hard:
+        return y_soft
+    note_value_use('gumbel_softmax')    # (which class is each argmax)
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = zeros_like(a).scatter_(dim, index, 1.0)
+    return _ops.add(_ops.sub(y_hard, y_soft.detach()), y_soft)
+
+
+__all__ += ['gumbel_softmax']
+
+
 def softshrink(input, lambd=0.5):  # noqa: A002
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
     if lambd < 0:
@@ -927,6 +981,10 @@ def prelu(input, weight):  # noqa: A002
     """``x`` where positive, else ``weight * x``; ``weight`` has 1 or C (dim 1) elements."""
     a, w = _t(input), _t(weight, input)
     shape, ws = _shape_of(a), _shape_of(w)
+    if isinstance(weight, Tensor) and _dt_of(w) != _dt_of(a) and _dt_of(a).kind == 'f':
+        raise RuntimeError(f'prelu: Type promoting not supported. Got {_dtype_name(_dt_of(a))} '
+                           f'and {_dtype_name(_dt_of(w))} (input of shape {list(shape)}, '
+                           f'weight of shape {list(ws)})')
     if len(ws) > 1:
         raise RuntimeError(f'prelu: Expected `weight` to be a scalar or 1D tensor, but got: '
                            f'ndim = {len(ws)}')
@@ -984,6 +1042,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None,  # noqa: A002
     inp, tgt = _t(input), _t(target, input)
     _target_size_warning(inp, tgt)
     reduction = _checked_reduction(size_average, reduce, reduction)
+    _float_kernel(inp, tgt, 'smooth_l1_cpu')
     if beta < 0:
         raise RuntimeError('smooth_l1_loss does not support negative values for beta.')
     inp, tgt = _broadcast_pair(inp, tgt, 'smooth_l1_loss')
@@ -1318,6 +1377,21 @@ def leaky_relu_(input, negative_slope=0.01):  # noqa: A002
 
 def threshold_(input, threshold, value):  # noqa: A002
     return globals()['threshold'](input, threshold, value, inplace=True)
+
+
+def celu_(input, alpha=1.0):  # noqa: A002
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input):  # noqa: A002
+    return selu(input, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):  # noqa: A002
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+__all__ += ['celu_', 'selu_', 'hardtanh_']
 
 
 # -- embedding ------------------------------------------------------------------
@@ -1681,6 +1755,27 @@ def _affine(out, weight, bias, shape, like):
     return out
 
 
+def _norm_param_dtypes(opname, a, params):
+    """PyTorch's CPU rule for a normalization's weight and bias (and batch_norm's
+    running statistics): all of the input's dtype, or all float32 for a float16
+    input (the mixed case, computed in float32 to a float16 result: True); any
+    other mix raises rather than promote."""
+    xd = _dt_of(a)
+    given = [(n, np.asarray(p._data).dtype) for n, p in params if isinstance(p, Tensor)]
+    if all(d == xd for _, d in given):
+        return False
+    if xd == np.float16 and all(d == np.float32 for _, d in given):
+        return True
+    raise RuntimeError(f'{opname}: mixed dtype (CPU): all inputs must share same datatype '
+                       f'(input {xd} of shape {list(_shape_of(a))}, '
+                       + ', '.join(f'{n} {d}' for n, d in given) + ')')
+
+
+def _as_input_dtype(out, a):
+    """``out`` cast to the input's dtype where the mixed case computed it wider."""
+    return out.to(_dt_of(a)) if _dt_of(out) != _dt_of(a) else out
+
+
 def _trailing(a, normalized_shape, star):
     """(normalized shape, a's shape, the trailing dims it names); PyTorch's error
     (whose text differs between layer_norm and rms_norm by ``star``) otherwise."""
@@ -1741,6 +1836,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
             raise RuntimeError(f'Expected {name} to be of same shape as normalized_shape, but got '
                                f'{name} of shape {list(_shape_of(_t(p, input)))} and '
                                f'normalized_shape = {list(ns)}')
+    mixed = _norm_param_dtypes('layer_norm', a, (('weight', weight), ('bias', bias)))
     xd = np.asarray(a._data)
     w = weight if weight is None or isinstance(weight, Tensor) else _t(weight, input)
     b = bias if bias is None or isinstance(bias, Tensor) else _t(bias, input)
@@ -1754,8 +1850,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
                 _LN_CHECKED.clear()
             _LN_CHECKED[key] = (ns, math.prod(ns))
         return _layer_norm_fn(a, w, b, ns, float(eps))
-    # mixed dtypes, float16 or an empty input: the composite, which promotes as PyTorch does
-    return _affine(_normalize_over(a, dims, eps), weight, bias, ns, a)
+    # float16 (alone or with float32 weights) or an empty input: the composite
+    out = _affine(_normalize_over(a, dims, eps), weight, bias, ns, a)
+    return _as_input_dtype(out, a) if mixed else out
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
@@ -1768,7 +1865,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
         eps = float(np.finfo(_dt_of(a)).eps)
     ms = _ops.mean(_ops.mul(a, a), dims, True)
     out = _ops.div(a, _ops.sqrt(_ops.add(ms, float(eps))))
-    return _affine(out, weight, None, ns, a)
+    # (PyTorch's result keeps the input's dtype whatever the weight's)
+    return _as_input_dtype(_affine(out, weight, None, ns, a), a)
 
 
 def _channel_shape(shape):
@@ -1831,6 +1929,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     _check_channels(running_var, c, 'running_var', a)
     _check_channels(weight, c, 'weight', a)
     _check_channels(bias, c, 'bias', a)
+    mixed = _norm_param_dtypes('batch_norm', a, (('running_mean', running_mean),
+                                                 ('running_var', running_var),
+                                                 ('weight', weight), ('bias', bias)))
     cs = _channel_shape(shape)
     fast = _bn_fast(a, running_mean, running_var, weight, bias, training, momentum, eps, n)
     if fast is not None:
@@ -1848,7 +1949,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
         rm = _ops.reshape(_t(running_mean, a), cs)
         rv = _ops.reshape(_t(running_var, a), cs)
         out = _ops.div(_ops.sub(a, rm), _ops.sqrt(_ops.add(rv, float(eps))))
-    return _affine(out, weight, bias, cs, a)
+    out = _affine(out, weight, bias, cs, a)
+    return _as_input_dtype(out, a) if mixed else out
 
 
 def _bn_param(p, a):
@@ -1904,6 +2006,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     _check_channels(running_var, c, 'running_var', a)
     _check_channels(weight, c, 'weight', a)
     _check_channels(bias, c, 'bias', a)
+    _norm_param_dtypes('instance_norm', a, (('weight', weight), ('bias', bias)))
     cs = _channel_shape(shape)
     if use_input_stats:
         dims = tuple(range(2, len(shape)))
@@ -1923,7 +2026,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
         rm = _ops.reshape(_t(running_mean, a), cs)
         rv = _ops.reshape(_t(running_var, a), cs)
         out = _ops.div(_ops.sub(a, rm), _ops.sqrt(_ops.add(rv, float(eps))))
-    return _affine(out, weight, bias, cs, a)
+    # (the result keeps the input's dtype, whatever the running statistics')
+    return _as_input_dtype(_affine(out, weight, bias, cs, a), a)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A002
@@ -1941,11 +2045,13 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A0
     _check_channels(weight, c, 'weight', a)
     _check_channels(bias, c, 'bias', a)
     _not_for(a, 'iub', 'GroupNormKernelImpl')
+    mixed = _norm_param_dtypes('group_norm', a, (('weight', weight), ('bias', bias)))
     # the group size spelled out: -1 is ambiguous for an empty batch
     g = _ops.reshape(a, (shape[0], num_groups,
                          c // num_groups * int(math.prod(shape[2:]))))
-    out = _ops.reshape(_normalize_over(g, (2,), eps), shape)
-    return _affine(out, weight, bias, _channel_shape(shape), a)
+    out = _affine(_ops.reshape(_normalize_over(g, (2,), eps), shape), weight, bias,
+                  _channel_shape(shape), a)
+    return _as_input_dtype(out, a) if mixed else out
 
 
 __all__ += ['bilinear']
@@ -2003,6 +2109,11 @@ from ._modules_more import multilabel_margin_loss  # noqa: E402
 __all__ += ['multilabel_margin_loss']
 from ._ctc import ctc_loss  # noqa: E402
 __all__ += ['ctc_loss']
+from ._fractional import (fractional_max_pool2d,  # noqa: E402
+                          fractional_max_pool2d_with_indices, fractional_max_pool3d,
+                          fractional_max_pool3d_with_indices)
+__all__ += ['fractional_max_pool2d', 'fractional_max_pool2d_with_indices',
+            'fractional_max_pool3d', 'fractional_max_pool3d_with_indices']
 from ._spatial import (adaptive_max_pool1d, adaptive_max_pool1d_with_indices,  # noqa: E402
                        adaptive_max_pool2d, adaptive_max_pool2d_with_indices,
                        adaptive_max_pool3d, adaptive_max_pool3d_with_indices, channel_shuffle,

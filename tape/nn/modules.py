@@ -780,6 +780,12 @@ class Module:
                 keep_vars = args[2]
         if destination is None:
             destination = _OrderedDict()
+            # each module's version under its prefix, as PyTorch's (load_state_dict
+            # passes it to _load_from_state_dict: BatchNorm's count, InstanceNorm)
+            destination._metadata = _OrderedDict()
+        local_metadata = {'version': self._version}
+        if hasattr(destination, '_metadata'):
+            destination._metadata[prefix[:-1]] = local_metadata
         for hook in self._state_dict_pre_hooks.values():
             hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
@@ -788,7 +794,7 @@ class Module:
                 module.state_dict(destination=destination, prefix=prefix + name + '.',
                                   keep_vars=keep_vars)
         for hook in self._state_dict_hooks.values():
-            res = hook(self, destination, prefix, {'version': self._version})
+            res = hook(self, destination, prefix, local_metadata)
             if getattr(hook, '_from_public_api', False):
                 if res is not None:
                     raise RuntimeError('state_dict post-hook must return None')
