@@ -760,6 +760,11 @@ def _bind():
                         ufunc(d, od)            # d (op)= od, in place
                     except (ValueError, TypeError):
                         return o.inplace(a, name, other, alpha)   # raises the proper error
+                    except RuntimeWarning as e:
+                        # an inf or NaN under a user's error filter (tape/_fpwarn.py):
+                        # NumPy raised after writing d, which is PyTorch's result
+                        if not _fpwarn.fp_warning(e):
+                            raise
                     box = a._vbox
                     if box is None:
                         a._vbox = [1]

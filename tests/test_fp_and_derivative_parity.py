@@ -109,6 +109,10 @@ for big in (False, True):
         z2 = tape.tensor(base, requires_grad=True)
         tape.autograd.grad(f(z2).sum(), z2, create_graph=True)
 assert np.isinf(tape.tensor([1e308]).numpy()).all()      # float32 by default: inf
+p = tape.tensor([1e38, 1.0])                 # an optimizer-style in-place update
+p.mul_(1e10)
+p -= tape.tensor([float('inf'), 0.0])
+assert np.isnan(p.numpy()[0]) and p.numpy()[1] == 1e10
 try:
     np.log(np.zeros(1))
 except RuntimeWarning:
