@@ -1162,6 +1162,24 @@ _QR.__module__ = 'tape.return_types'
 
 
 Tensor.new = _legacy_new
+
+
+def _view_base(self):
+    """``x._base``: the tensor a view was made from (the root of a chain of
+    views), None for a tensor that is not a view (``expand`` gives a copy in tape)."""
+    from ._views import view_source
+    src = view_source(self)
+    if src is None:
+        return None
+    base = src[0]
+    while True:
+        up = view_source(base)
+        if up is None:
+            return base
+        base = up[0]
+
+
+Tensor._base = property(_view_base)
 Tensor.qr = lambda self, some=True: qr(self, some)
 Tensor.cholesky_solve = lambda self, input2, upper=False: cholesky_solve(self, input2, upper)
 Tensor.cholesky_inverse = lambda self, upper=False: cholesky_inverse(self, upper)

@@ -82,3 +82,18 @@ def test_qr_and_cholesky_methods_match_torch():
 def test_vmap_is_func_vmap():
     assert tape.vmap is tape.func.vmap
     assert tape.vmap(lambda v: v * 2)(tape.ones(3, 2)).shape == (3, 2)
+
+
+def test_base_names_the_root_of_a_view_chain_as_torch():
+    torch = pytest.importorskip('torch')
+
+    def bases(lib):
+        x0 = lib.arange(12.0)
+        x = x0.reshape(3, 4)
+        views = {'view': x0.view(3, 4), 'slice': x0[2:], 't': x.t(), 'select': x[1],
+                 'permute': x.permute(1, 0), 'unsqueeze': x0.unsqueeze(0),
+                 'narrow': x0.narrow(0, 1, 3), 'split': x0.split(4)[0], 'diag': x.diagonal(),
+                 'detach': x0.detach(), 'clone': x0.clone(), 'index': x0[[1, 2]], 'self': x0}
+        return {k: None if v._base is None else 'x0' if v._base is x0 else 'other'
+                for k, v in views.items()}
+    assert bases(tape) == bases(torch)
