@@ -136,3 +136,15 @@ def test_dtype_cast_is_named_tocopybackward(cast):
     assert type(x.view(2, 1).grad_fn).__name__ == 'ViewBackward0'     # a view stays one
     (y * 3).sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
+
+
+@pytest.mark.parametrize('fn', [F.cross_entropy, F.nll_loss])
+def test_class_targets_must_be_int64_or_uint8(fn):
+    x = tape.randn(3, 4)
+    for dt, name in ((tape.int32, 'Int'), (tape.int16, 'Short'), (tape.int8, 'Char')):
+        with pytest.raises(RuntimeError, match=f'expected target dtype to be Long or Byte, but '
+                           f'got {name}'):
+            fn(x, tape.tensor([1, 2, 3], dtype=dt))
+    a = fn(x, tape.tensor([1, 2, 3], dtype=tape.uint8))
+    b = fn(x, tape.tensor([1, 2, 3]))
+    assert a.item() == b.item()

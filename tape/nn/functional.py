@@ -237,6 +237,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
     if tgt.dtype.kind not in 'iu':
         raise RuntimeError(f'nll_loss: expected target of an integer dtype (class indices), got '
                            f'{tgt.dtype}')
+    if tgt.dtype.char not in 'lqB' and isinstance(target, Tensor):
+        # PyTorch takes class indices as int64 or uint8 only (a list is made int64)
+        raise RuntimeError(f'expected target dtype to be Long or Byte, but got '
+                           f'{_ops._TORCH_DTYPE_NAMES.get(tgt.dtype.str[1:], tgt.dtype)}')
     tgt = tgt.astype(np.int64)
     if tgt.ndim == 1 and np.ndim(inp._data) == 1:
         # PyTorch takes a target of one element for an unbatched input
@@ -367,7 +371,7 @@ def _ce_indices_args(inp, target, weight, ignore_index, reduction):
             or reduction not in ('mean', 'sum', 'none'):
         return None
     td = np.asarray(target._data if isinstance(target, Tensor) else target)
-    if td.dtype.kind not in 'iu':
+    if td.dtype.char not in 'lqB':      # int64 or uint8; the composite path raises
         return None
     if d.ndim == 1:
         ncls = d.shape[0]
