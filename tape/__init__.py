@@ -1090,8 +1090,20 @@ def _bind_more():
     T.contiguous = _sh.contiguous
     T.__matmul__ = _la.matmul
     T.__rmatmul__ = lambda a, b: _la.matmul(_ops._const(b, a), a)
-    T.__eq__, T.__ne__, T.__lt__ = _ew.eq, _ew.ne, _ew.lt
-    T.__le__, T.__gt__, T.__ge__ = _ew.le, _ew.gt, _ew.ge
+    def _operator(compare):
+        # PyTorch's comparison operators take tensors, arrays and numbers; any
+        # other operand (a list, a string) gives NotImplemented, so that
+        # ``x == [1, 2]`` is False and ``x < [1, 2]`` a TypeError, as in PyTorch
+        # (the functions, tape.eq(x, [1, 2]), still compare elementwise)
+        def op(a, b):
+            if isinstance(b, (Tensor, np.ndarray, np.generic, builtins.int, builtins.float,
+                              builtins.complex)) or (b is None and compare in (_ew.eq, _ew.ne)):
+                return compare(a, b)
+            return NotImplemented
+        op.__name__ = f'__{compare.__name__}__'
+        return op
+    T.__eq__, T.__ne__, T.__lt__ = _operator(_ew.eq), _operator(_ew.ne), _operator(_ew.lt)
+    T.__le__, T.__gt__, T.__ge__ = _operator(_ew.le), _operator(_ew.gt), _operator(_ew.ge)
     T.__mod__, T.__rmod__ = remainder, _ew.rremainder
     T.__pos__ = lambda a: a
     T.__floordiv__ = floor_divide

@@ -97,3 +97,21 @@ def test_base_names_the_root_of_a_view_chain_as_torch():
         return {k: None if v._base is None else 'x0' if v._base is x0 else 'other'
                 for k, v in views.items()}
     assert bases(tape) == bases(torch)
+
+
+def test_comparison_operators_with_other_objects_as_torch():
+    torch = pytest.importorskip('torch')
+
+    def outcomes(lib):
+        t = lib.tensor([1, 2])
+        res = []
+        for o in ([1, 2], (1, 2), 'a', None, 1, np.float64(1.0), lib.tensor([1, 1])):
+            for op in ('__eq__', '__ne__', '__lt__', '__ge__'):
+                try:
+                    r = {'==': t == o, '!=': t != o, '<': t < o, '>=': t >= o}[
+                        {'__eq__': '==', '__ne__': '!=', '__lt__': '<', '__ge__': '>='}[op]]
+                    res.append(r if isinstance(r, bool) else r.tolist())
+                except TypeError:
+                    res.append('TypeError')
+        return res
+    assert outcomes(tape) == outcomes(torch)
