@@ -974,6 +974,10 @@ def _unary(name, npf):
     op = OP[name]
     saves = _SAVES[op]
     uf = npf if isinstance(npf, np.ufunc) else None
+    # a _kernel32 function's own NumPy ufunc, called straight for a small
+    # operand (a NumPy scalar or an array of fewer than _KERNEL32_FROM
+    # elements), where the wrapper would only pass it on (~0.15 us a call)
+    small = getattr(npf, 'small', npf)
 
     def f(a, *, out=None):
         if out is not None:         # (PyTorch's out=: tape/_out.py)
@@ -999,7 +1003,7 @@ def _unary(name, npf):
             if lane:
                 n = ad.size
                 if n < BIG:
-                    out = npf(ad)
+                    out = small(ad) if n < _KERNEL32_FROM else npf(ad)
                     slot = tape.gpos
                     tape.gpos = slot + (n or 1)
                     v = tape.vpos
@@ -1154,6 +1158,7 @@ def _kernel32(name, npf, name64=None):
             return _pooled(npf, npf, x)      # into the pool, as _unary's ufuncs
         return npf(x)
     f.__name__ = '_np_' + npf.__name__
+    f.small = npf       # what f computes below _KERNEL32_FROM elements (see _unary)
     return f
 
 
