@@ -215,8 +215,8 @@ def register_post_accumulate_grad_hook(t, fn):
 def run_post_accumulate_hooks(leaf):
     """After ``leaf.grad`` was written by a backward: its post-accumulate hooks."""
     fns = leaf._extra.get('post_accumulate') if leaf._extra is not None else None
-    if not fns:
-        return
+    if not fns or leaf._extra.pop('post_accumulate_ran', False):
+        return      # (or already run by the AccumulateGrad node's hooks, in PyTorch's order)
     prev = grad_mode.enabled
     set_grad_mode(False)
     open_before = grad_mode.open_tape

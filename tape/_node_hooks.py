@@ -596,6 +596,12 @@ class AccumulateHooks:
             return None if new is g else new
         if new is not None:
             _accumulate_now(leaf, new)
+        if leaf._extra is not None and leaf._extra.get('post_accumulate'):
+            # PyTorch runs the tensor's post-accumulate hooks before the node's
+            # post hooks; the backward's own call after this one then skips them
+            from ._hooks import run_post_accumulate_hooks
+            run_post_accumulate_hooks(leaf)
+            leaf._extra['post_accumulate_ran'] = True
         for fn in list(self.post):
             r = fn((), cur)
             if r is not None:

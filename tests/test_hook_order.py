@@ -1,0 +1,43 @@
+"""A leaf's hooks run in PyTorch's order: tensor hook, AccumulateGrad prehook,
+the accumulation, post-accumulate hook, AccumulateGrad post hook."""
+import pytest
+
+import tape
+
+
+def _order(lib, how):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    log = []
+    y = (x * 3).sum()
+    acc = y.grad_fn.next_functions[0][0].next_functions[0][0]
+    x.register_hook(lambda g: log.append('tensor') or None)
+    acc.register_prehook(lambda g: log.append('pre') or None)
+    x.register_post_accumulate_grad_hook(lambda t: log.append(('post_acc', t.grad.tolist()))
+                                         or None)
+    acc.register_hook(lambda gi, go: log.append(('post', x.grad.tolist())) or None)
+    for _ in range(2):          # the second backward runs them all again
+        y = (x * 3).sum()
+        if how == 'grad':
+            lib.autograd.grad(y, x, create_graph=True)
+        else:
+            y.backward(create_graph=how == 'create_graph')
+    return log
+
+
+@pytest.mark.parametrize('how', ['backward', 'create_graph', 'grad'])
+def test_leaf_hook_order(how):
+    got = _order(tape, how)
+    if how == 'grad':
+        assert got == ['tensor', 'tensor']      # grad() accumulates nothing
+    else:
+        assert got == ['tensor', 'pre', ('post_acc', [3.0, 3.0]), ('post', [3.0, 3.0]),
+                       'tensor', 'pre', ('post_acc', [6.0, 6.0]), ('post', [6.0, 6.0])]
+
+
+@pytest.mark.parametrize('how', ['backward', 'create_graph', 'grad'])
+def test_leaf_hook_order_matches_torch(how):
+    torch = pytest.importorskip('torch')
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        assert _order(tape, how) == _order(torch, how)
