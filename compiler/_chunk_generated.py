@@ -1411,23 +1411,15 @@ def vjp_hardtanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_norm_root(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """LinalgVectorNormBackward0: ga += grad * c * out * inv0(a)"""
+    """LinalgVectorNormBackward0: ga += grad * c * where_pos(eq(a, 0.0), 0.0, pow(a, c - 1.0))"""
     n = g.shape[0]
     if ga.shape[0]:
-        if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:
-            k_c = F32(c)
-            if set_a:
-                for i in range(n):
-                    ga[i] = g[i] * k_c * out[i] * inv0_32(a[i])
-            else:
-                for i in range(n):
-                    ga[i] += g[i] * k_c * out[i] * inv0_32(a[i])
-        elif set_a:
+        if set_a:
             for i in range(n):
-                ga[i] = g[i] * c * out[i] * inv0(a[i])
+                ga[i] = g[i] * c * where_pos(eq(a[i], 0.0), 0.0, a[i] ** (c - 1.0))
         else:
             for i in range(n):
-                ga[i] += g[i] * c * out[i] * inv0(a[i])
+                ga[i] += g[i] * c * where_pos(eq(a[i], 0.0), 0.0, a[i] ** (c - 1.0))
 
 
 @njit(cache=True, error_model='numpy')

@@ -41,3 +41,17 @@ def test_leaf_hook_order_matches_torch(how):
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         assert _order(tape, how) == _order(torch, how)
+
+
+def test_norm_gradient_at_an_infinite_element_as_torch():
+    # c * a^(c-1) for the root, not c * out / a, which is inf/inf = NaN at a = inf:
+    # the finite elements get 0, the infinite one NaN, as PyTorch's x / norm
+    import numpy as np
+    for p in (2, 3, 0.5):
+        x = tape.tensor([[np.inf, 1.0], [2.0, 3.0]], dtype=tape.float64, requires_grad=True)
+        tape.linalg.vector_norm(x, p).backward()
+        g = x.grad.numpy()
+        assert np.isnan(g[0, 0]) and (g.ravel()[1:] == 0).all()
+    x = tape.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=tape.float64, requires_grad=True)
+    x.norm(dim=-1).sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.0], [0.6, 0.8]]     # the zero row masked
