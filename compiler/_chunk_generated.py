@@ -1411,15 +1411,15 @@ def vjp_hardtanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_norm_root(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """LinalgVectorNormBackward0: ga += grad * c * where_pos(eq(a, 0.0), 0.0, pow(a, c - 1.0))"""
+    """LinalgVectorNormBackward0: ga += grad * c * where_pos(ge(a, 1.7976931348623157e308), pow(a, c - 1.0), out * inv0(a))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:
             for i in range(n):
-                ga[i] = g[i] * c * where_pos(eq(a[i], 0.0), 0.0, a[i] ** (c - 1.0))
+                ga[i] = g[i] * c * where_pos(ge(a[i], 1.7976931348623157e+308), a[i] ** (c - 1.0), out[i] * inv0(a[i]))
         else:
             for i in range(n):
-                ga[i] += g[i] * c * where_pos(eq(a[i], 0.0), 0.0, a[i] ** (c - 1.0))
+                ga[i] += g[i] * c * where_pos(ge(a[i], 1.7976931348623157e+308), a[i] ** (c - 1.0), out[i] * inv0(a[i]))
 
 
 @njit(cache=True, error_model='numpy')

@@ -1752,9 +1752,12 @@ def _fwd_norm_root(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
     else:
         for i in range(uint64(n)):
             V[uv0 + i] = Vt[uv0 + i]
+    uvo = uint64(v + 1 * n)
     for i in range(uint64(n)):
         a = V[uv0 + i]
-        F[uout + i] = where_pos(eq(c, 0.5), math.sqrt(a), a ** c)
+        r = where_pos(eq(c, 0.5), math.sqrt(a), a ** c)
+        F[uout + i] = r
+        V[uvo + i] = r
     return -1
 
 

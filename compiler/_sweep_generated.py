@@ -1326,11 +1326,12 @@ def _op_norm_root(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     """LinalgVectorNormBackward0."""
     ugo = uint64(go)
     uv0 = uint64(v)
+    uv1 = uint64(v + 1 * n)
     c = RF[k, 7]
     if g0 >= 0:
         ug = uint64(g0)
         for i in range(uint64(n)):
-            G[ug + i] += G[ugo + i] * c * where_pos(eq(V[uv0 + i], 0.0), 0.0, V[uv0 + i] ** (c - 1.0))
+            G[ug + i] += G[ugo + i] * c * where_pos(ge(V[uv0 + i], 1.7976931348623157e+308), V[uv0 + i] ** (c - 1.0), V[uv1 + i] * inv0(V[uv0 + i]))
     return -1
 
 

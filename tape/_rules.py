@@ -315,10 +315,12 @@ RULES = [
       ('where_pos(eq(a, a) * (1.0 - ge(c, a)) * (1.0 - ge(a, d)), grad, 0.0)',), consts='cd',
       fwd='minimum(maximum(a, c), d)'),
     # out = a ** c for a >= 0 (a sum of |x|^p); 0 gradient at a == 0, as PyTorch's
-    # norm backward masks the zero vector.  c a^(c-1), not c out / a: at a = inf
-    # that is 0 (PyTorch's x / norm gives 0 for the finite elements), not NaN
+    # norm backward masks the zero vector.  At a = inf, c a^(c-1) rather than
+    # c out / a, which is inf / inf = NaN there (PyTorch's x / norm gives 0 for
+    # the finite elements); elsewhere out / a, which rounds as x / norm does
     E('norm_root', 'LinalgVectorNormBackward0', 'a',
-      ('grad * c * where_pos(eq(a, 0.0), 0.0, pow(a, c - 1.0))',), consts='c',
+      ('grad * c * where_pos(ge(a, 1.7976931348623157e308), pow(a, c - 1.0), out * inv0(a))',),
+      consts='c',
       fwd='where_pos(eq(c, 0.5), sqrt(a), pow(a, c))'),
     E('std_root', 'StdBackward0', 'a', ('grad * 0.5 * inv0(out)',), fwd='sqrt(a)'),  # of a var
     # c = 1 / (N - correction) for the backward, d = N - correction: eager divides by d
