@@ -69,3 +69,21 @@ def test_norm_gradients_at_inf_and_zero_match_torch():
                  ).backward()
                 got.append(x.grad.numpy())
             np.testing.assert_allclose(got[0], got[1], rtol=1e-12, equal_nan=True)
+
+
+def test_mark_non_differentiable_on_an_input_returned_as_is():
+    class F(tape.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_non_differentiable(x)
+            return x * 2, x
+
+        @staticmethod
+        def backward(ctx, gy, gx):
+            return gy * 2
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 1
+    y, z = F.apply(a)
+    assert y.requires_grad and not z.requires_grad and z.grad_fn is None and z is not a
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]

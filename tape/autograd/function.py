@@ -511,11 +511,12 @@ def _apply(cls, args, kwargs):
             for a in args:
                 if o is a:
                     # an input returned as is: give it a fresh identity
-                    o = _alias(o)
+                    o = _renamed(ctx, o, _alias(o))
                     break
             else:
                 if o._tape is not None:
-                    o = _leaf(o._data)      # a result of recording: a fresh identity
+                    # a result of recording: a fresh identity
+                    o = _renamed(ctx, o, _leaf(o._data))
         if not record:
             _pack_saved(ctx)
             return o
@@ -538,11 +539,19 @@ def _apply(cls, args, kwargs):
             if dirty and id(o) in dirty:
                 continue            # changed in place: returned as the same object
             # an input returned as is, or a result of recording: give it a fresh identity
-            outs[i] = _alias(o) if arg else _leaf(o._data)
+            outs[i] = _renamed(ctx, o, _alias(o) if arg else _leaf(o._data))
     if not record:
         _pack_saved(ctx)
         return tuple(outs) if is_tuple else outs[0]
     return _record(cls, ctx, args, outs, is_tuple, dirty)
+
+
+def _renamed(ctx, old, new):
+    """``new``, the fresh identity ``apply`` gives output ``old``, keeping a
+    ``mark_non_differentiable`` made of ``old`` (an input returned as is)."""
+    if id(old) in ctx._non_differentiable:
+        ctx._non_differentiable += (id(new),)
+    return new
 
 
 def _in_fields(rec, args, tape):
