@@ -523,8 +523,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
 
 
 def _read_entry(zf, entry, nbytes, name):
-    """The first ``nbytes`` bytes of the zip entry ``entry`` as a new uint8 array."""
-    buf = np.empty(nbytes, np.uint8)
+    """The first ``nbytes`` bytes of the zip entry ``entry`` as a new uint8 array,
+    starting on a 64-byte line of its raw buffer, as tape's allocator places a
+    storage (``Tensor.storage_offset`` of the tensors over it counts from there)."""
+    from ._pool import ALIGN
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    lo = -raw.ctypes.data % ALIGN
+    buf = raw[lo:lo + nbytes]
     if nbytes:
         with zf.open(entry) as src:
             view, got = memoryview(buf), 0
@@ -548,7 +553,70 @@ def _map_entry(zf, entry, nbytes, path):
         hdr = raw.read(30)
         name_len, extra_len = struct.unpack('<HH', hdr[26:30])
         off = info.header_offset + 30 + name_len + extra_len
-    return np.memmap(path, np.uint8, mode='c', offset=off, shape=(nbytes,))
+    return np.asarray(_MappedStorage(
+        np.memmap(path, np.uint8, mode='c', offset=off, shape=(nbytes,))))
+
+
+class _MappedStorage:
+    """A mapped storage as the root of its tensors' arrays (keeping the map alive),
+    so ``Tensor.storage_offset`` counts from the storage's first byte rather than
+    from the start of the mapped page."""
+
+    def __init__(self, mapped):
+        self.mapped = mapped
+        self.__array_interface__ = {'shape': mapped.shape, 'typestr': '|u1',
+                                    'data': (mapped.ctypes.data, False), 'version': 3}
+
+
+class _Bounded:
+    """The file ``fh`` seen as ending at byte ``end`` (positions unchanged), so that
+    zipfile finds the end record of the archive that ends there."""
+
+    def __init__(self, fh, end):
+        self._fh, self._end = fh, end
+
+    def seek(self, offset, whence=0):
+        if whence == 2:
+            offset, whence = self._end + offset, 0
+        return self._fh.seek(offset, whence)
+
+    def tell(self):
+        return self._fh.tell()
+
+    def read(self, n=-1):
+        left = max(0, self._end - self._fh.tell())
+        return self._fh.read(left if n is None or n < 0 else min(n, left))
+
+    def seekable(self):
+        return True
+
+
+def _archive_end(fh, start):
+    """The end of the zip archive that starts at ``start``: just past the first end
+    of central directory record after it whose directory ends where it begins."""
+    sig = b'PK\x05\x06'
+    pos, tail = start, b''
+    while True:
+        fh.seek(pos)
+        chunk = fh.read(1 << 20)
+        if not chunk:
+            raise zipfile.BadZipFile('no end of central directory record')
+        data = tail + chunk
+        base = pos - len(tail)
+        i = data.find(sig)
+        while i >= 0:
+            e = base + i
+            fh.seek(e)
+            rec = fh.read(22)
+            if len(rec) == 22:
+                size_cd, offset_cd, comment = struct.unpack('<LLH', rec[12:22])
+                # directory offsets relative to the archive or to the file
+                if offset_cd == 0xFFFFFFFF or size_cd == 0xFFFFFFFF \
+                        or offset_cd + size_cd in (e, e - start):
+                    return e + 22 + comment
+            i = data.find(sig, i + 1)
+        tail = data[-3:]
+        pos += len(chunk)
 
 
 def _load(fh, path, map_location, pickle_module, weights_only, mmap, pickle_load_args):
@@ -576,6 +644,13 @@ def _load(fh, path, map_location, pickle_module, weights_only, mmap, pickle_load
         raise pickle.UnpicklingError(msg)
     try:
         zf = zipfile.ZipFile(fh)
+        end = None
+        if zf.infolist() and min(i.header_offset for i in zf.infolist()) > start:
+            # the end record found is a later archive's (saves written one after
+            # another into one file): read the one that starts here, as torch.load
+            end = _archive_end(fh, start)
+            zf.close()
+            zf = zipfile.ZipFile(_Bounded(fh, end))
     except zipfile.BadZipFile as e:
         raise RuntimeError(f'{name} is not a valid tape.save file: {e}') from None
     with zf:
@@ -605,6 +680,8 @@ def _load(fh, path, map_location, pickle_module, weights_only, mmap, pickle_load
             storages.append(_restore(buf, s.get('location', 'cpu'), map_location))
         loader = _Loader(meta, storages)
         data = zf.read(_PREFIX + 'data.pkl')
+    if end is not None:
+        fh.seek(end)            # at the next archive, if any
     return _unpickle(io.BytesIO(data), loader.persistent_load, weights_only, pickle_module,
                      pickle_load_args)
 

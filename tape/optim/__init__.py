@@ -14,6 +14,7 @@ tensors (``torch.optim`` with the import changed).
 from . import lr_scheduler  # noqa: F401
 from . import swa_utils  # noqa: F401
 from .adadelta import Adadelta
+from .adafactor import Adafactor
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
@@ -27,5 +28,5 @@ from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop', 'Adagrad', 'LBFGS',
-           'Adamax', 'NAdam', 'RAdam', 'Adadelta', 'ASGD', 'Rprop', 'lr_scheduler',
+           'Adamax', 'NAdam', 'RAdam', 'Adadelta', 'Adafactor', 'ASGD', 'Rprop', 'lr_scheduler',
            'swa_utils']

@@ -166,6 +166,37 @@ class Optimizer:
         hooks[h.id] = hook
         return h
 
+    # -- state_dict / load_state_dict hooks, as PyTorch's
+    def _register_hook(self, attr, hook, prepend):
+        hooks = self.__dict__.setdefault(attr, OrderedDict())
+        h = _handle(hooks)
+        hooks[h.id] = hook
+        if prepend:
+            hooks.move_to_end(h.id, last=False)
+        return h
+
+    def _hooks(self, attr):
+        return list(self.__dict__.get(attr, {}).values())
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """``hook(optimizer)`` before ``state_dict`` builds the dict.  Returns a
+        handle with ``remove()``."""
+        return self._register_hook('_optimizer_state_dict_pre_hooks', hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """``hook(optimizer, state_dict)`` on the dict ``state_dict`` returns; a
+        non-None result replaces it."""
+        return self._register_hook('_optimizer_state_dict_post_hooks', hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """``hook(optimizer, state_dict)`` before ``load_state_dict`` loads (a
+        shallow copy of) the dict; a non-None result is loaded instead."""
+        return self._register_hook('_optimizer_load_state_dict_pre_hooks', hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """``hook(optimizer)`` after ``load_state_dict`` has loaded."""
+        return self._register_hook('_optimizer_load_state_dict_post_hooks', hook, prepend)
+
     # -- groups
     def add_param_group(self, param_group):
         """Add a dict of parameters (``'params'``) and options; missing options
@@ -256,6 +287,8 @@ class Optimizer:
     def state_dict(self):
         """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [index, ...]}]}``:
         parameters replaced by their position across groups, as in PyTorch."""
+        for hook in self._hooks('_optimizer_state_dict_pre_hooks'):
+            hook(self)
         mapping = {}
         start = 0
 
@@ -271,12 +304,21 @@ class Optimizer:
         param_groups = [pack(g) for g in self.param_groups]
         state = {(mapping[id(k)] if isinstance(k, Tensor) else k): v
                  for k, v in self.state.items()}
-        return {'state': state, 'param_groups': param_groups}
+        out = {'state': state, 'param_groups': param_groups}
+        for hook in self._hooks('_optimizer_state_dict_post_hooks'):
+            r = hook(self, out)
+            if r is not None:
+                out = r
+        return out
 
     def load_state_dict(self, state_dict):
         """Restore options and state saved by ``state_dict`` (of an optimizer over
         parameters of the same shapes, in the same order)."""
         state_dict = state_dict.copy()
+        for hook in self._hooks('_optimizer_load_state_dict_pre_hooks'):
+            r = hook(self, state_dict)
+            if r is not None:
+                state_dict = r
         groups = self.param_groups
         saved_groups = deepcopy(state_dict['param_groups'])
         if len(groups) != len(saved_groups):
@@ -315,6 +357,8 @@ class Optimizer:
 
         param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
         self.__setstate__({'state': state, 'param_groups': param_groups})
+        for hook in self._hooks('_optimizer_load_state_dict_post_hooks'):
+            hook(self)
 
     # -- the update, shared by every optimizer
     @staticmethod

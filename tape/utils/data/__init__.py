@@ -3,7 +3,7 @@
 Datasets (``Dataset``, ``IterableDataset``, ``TensorDataset``, ``StackDataset``,
 ``ConcatDataset``, ``ChainDataset``, ``Subset``, ``random_split``), samplers
 (``Sampler``, ``SequentialSampler``, ``RandomSampler``, ``SubsetRandomSampler``,
-``WeightedRandomSampler``, ``BatchSampler``), ``DataLoader``,
+``WeightedRandomSampler``, ``BatchSampler``, ``DistributedSampler``), ``DataLoader``,
 ``default_collate``, ``default_convert`` and ``get_worker_info``, with
 PyTorch's arguments, rules and error messages.  Random draws (shuffling,
 ``random_split``) come from tape's generator (``tape.manual_seed``,
@@ -22,9 +22,12 @@ from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,  
                       SubsetRandomSampler, WeightedRandomSampler)
 from ._collate import default_collate, default_convert  # noqa: F401
 from .dataloader import DataLoader, WorkerInfo, get_worker_info, _DatasetKind  # noqa: F401
+from . import _utils  # noqa: F401,E402
+from . import distributed  # noqa: F401,E402
+from .distributed import DistributedSampler  # noqa: F401,E402
 
 __all__ = [
-    'BatchSampler', 'ChainDataset', 'ConcatDataset', 'DataLoader', 'Dataset',
+    'BatchSampler', 'ChainDataset', 'ConcatDataset', 'DataLoader', 'Dataset', 'DistributedSampler',
     'IterableDataset', 'RandomSampler', 'Sampler', 'SequentialSampler', 'StackDataset',
     'Subset', 'SubsetRandomSampler', 'TensorDataset', 'WeightedRandomSampler',
     'default_collate', 'default_convert', 'get_worker_info', 'random_split',

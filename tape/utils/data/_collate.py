@@ -8,6 +8,8 @@ import re
 
 import numpy as np
 
+from ..._tensor import Tensor
+
 np_str_obj_array_pattern = re.compile(r'[SaUO]')
 
 default_collate_err_msg_format = (
@@ -155,18 +157,15 @@ def collate_str_fn(batch, *, collate_fn_map=None):
     return batch
 
 
-def _default_map():
-    tape = _tape()
-    return {tape.Tensor: collate_tensor_fn,
-            np.ndarray: collate_numpy_array_fn,
-            (np.bool_, np.number, np.object_): collate_numpy_scalar_fn,
-            float: collate_float_fn,
-            int: collate_int_fn,
-            str: collate_str_fn,
-            bytes: collate_str_fn}
-
-
-default_collate_fn_map = {}
+# filled at import, as PyTorch's, so that a user's entries (added with
+# ``default_collate_fn_map.update``) join the defaults instead of replacing them
+default_collate_fn_map = {Tensor: collate_tensor_fn,
+                          np.ndarray: collate_numpy_array_fn,
+                          (np.bool_, np.number, np.object_): collate_numpy_scalar_fn,
+                          float: collate_float_fn,
+                          int: collate_int_fn,
+                          str: collate_str_fn,
+                          bytes: collate_str_fn}
 
 
 def default_collate(batch):
@@ -183,6 +182,4 @@ def default_collate(batch):
     >>> default_collate([(1, 2.0, 'a'), (3, 4.0, 'b')])
     [tensor([1, 3]), tensor([2., 4.], dtype=tape.float64), ('a', 'b')]
     """
-    if not default_collate_fn_map:
-        default_collate_fn_map.update(_default_map())
     return collate(batch, collate_fn_map=default_collate_fn_map)
