@@ -94,18 +94,24 @@ def _infer(data, dtype=None):
                                                          for x in _flat(data)):
         data = _tolist(data)
     if dtype is not None and not isinstance(data, np.generic):
-        arr = np.array(data, np.dtype(dtype))
+        try:
+            arr = np.array(data, np.dtype(dtype))
+        except OverflowError:           # a Python int out of dtype's range
+            arr = _dtypes.ints_into(data, np.dtype(dtype))
         if arr.dtype.kind == 'O':
             raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__}')
         return arr
     arr = np.array(data)
-    if arr.dtype == np.float64 and not isinstance(data, np.floating) \
-            and not _has_numpy_float64(data):
+    if arr.dtype.kind in 'iuf' and arr.dtype != np.int64 and isinstance(data, (list, tuple)) \
+            and _has_numpy_number(data):
+        # NumPy numbers keep their dtypes, promoted item by item as PyTorch's
+        return arr.astype(_dtypes.sequence_dtype(_flat(data)), copy=False)
+    if arr.dtype == np.float64 and not isinstance(data, np.floating):
         try:
             arr = arr.astype(_default_dtype[0])
         except RuntimeWarning as e:     # a number past float32's range is inf there
             arr = _ops.quietly(e, arr.astype, _default_dtype[0])
-    elif arr.dtype.kind in 'iu':
+    elif arr.dtype.kind in 'iu' and not isinstance(data, np.integer):
         if arr.dtype == np.uint64 and not isinstance(data, np.generic) \
                 and arr.size and arr.max() > np.iinfo(np.int64).max:
             # a Python int past int64 (NumPy picks uint64; the cast would wrap)
@@ -121,11 +127,9 @@ def _infer(data, dtype=None):
     return arr
 
 
-def _has_numpy_float64(data):
-    """Does a nested list hold a NumPy float64 (which PyTorch keeps as float64)?"""
-    if not isinstance(data, (list, tuple)):
-        return False
-    return builtins.any(type(x) is np.float64 for x in _flat(data))
+def _has_numpy_number(data):
+    """Does a nested list hold a NumPy number or array (whose dtype PyTorch keeps)?"""
+    return builtins.any(isinstance(x, (np.generic, np.ndarray)) for x in _flat(data))
 
 
 def _flat(x):
@@ -481,7 +485,7 @@ def numel(input):  # noqa: A002
 
 
 def clone(input, *, memory_format=None):  # noqa: A002
-    return input.clone()
+    return input.clone(memory_format=memory_format)
 
 
 def detach(input):  # noqa: A002
@@ -606,6 +610,7 @@ def add(input, other, *, alpha=None, out=None):  # noqa: A002
     if out is not None:
         return _into_out(add(input, other, alpha=alpha), out, 'add', input, other)
     if alpha is not None and alpha != 1:
+        _dtypes.check_alpha('add', input, other, alpha)
         other = other * alpha
     return _add(input, other)
 
@@ -615,6 +620,7 @@ def sub(input, other, *, alpha=None, out=None):  # noqa: A002
     if out is not None:
         return _into_out(sub(input, other, alpha=alpha), out, 'sub', input, other)
     if alpha is not None and alpha != 1:
+        _dtypes.check_alpha('sub', input, other, alpha)
         other = other * alpha
     return _sub(input, other)
 
@@ -934,7 +940,7 @@ swapaxes = swapdims = _sh.swapaxes
 tile, flip, fliplr, flipud, narrow = _sh.tile, _sh.flip, _sh.fliplr, _sh.flipud, _sh.narrow
 select = _sh.select
 split, chunk, unbind = _sh.split, _sh.chunk, _sh.unbind
-cat = concat = concatenate = _sh.cat
+cat, concat, concatenate = _sh.cat, _sh.concat, _sh.concatenate
 stack, hstack, vstack = _sh.stack, _sh.hstack, _sh.vstack
 gather, scatter, scatter_add, index_select = _ix.gather, _ix.scatter, _ix.scatter_add, _ix.index_select
 masked_select, take = _ix.masked_select, _ix.take

@@ -39,6 +39,7 @@ from . import _ops
 from . import _reductions as _red
 from . import _shapes as _sh
 from . import _views
+from . import _dtypes
 from ._dtypes import default_dtype
 from ._reductions import _flat_index, _ValuesIndices, take_as
 from ._tape import grad_mode, note_value_use
@@ -1255,7 +1256,11 @@ def logcumsumexp(input, dim):  # noqa: A002
         return x * 1.0
     d = _norm_dim(dim, x._data.ndim, 'logcumsumexp')
     n = x._data.shape[d]
-    out = x if x._data.dtype.kind == 'f' else _ops.to(x, default_dtype())
+    if x._data.dtype.kind != 'f':
+        raise NotImplementedError(f'logcumsumexp: not implemented for dtype {x._data.dtype} '
+                                  f'(tensor of shape {tuple(x._data.shape)}; PyTorch\'s '
+                                  f'"logcumsumexp_out_cpu" takes floating tensors)')
+    out = x
     k = 1
     while k < n:
         out = _sh.cat([_sh.narrow(out, d, 0, k),
@@ -1277,6 +1282,9 @@ def meshgrid(*tensors, indexing=None):
         if t._data.ndim > 1:
             raise RuntimeError('torch.meshgrid: Expected 0D or 1D tensor in the tensor list '
                                f'but got: {t}')
+        if t._data.dtype != ts[0]._data.dtype:
+            raise RuntimeError(f'meshgrid expects all tensors to have the same dtype (got '
+                               f'{ts[0]._data.dtype} and {t._data.dtype})')
     sizes = [t._data.size for t in ts]
     pos = list(range(len(ts)))
     if indexing == 'xy' and len(ts) >= 2:
@@ -1391,7 +1399,10 @@ def bincount(input, weights=None, minlength=0):  # noqa: A002
     """Counts of each value of a 1-D non-negative integer tensor (weighted sums
     with ``weights``).  Not differentiable."""
     x = input._data if isinstance(input, Tensor) else np.asarray(input)
-    if x.ndim != 1 or x.dtype.kind not in 'iub':
+    if x.dtype.kind not in 'iub':
+        raise NotImplementedError(f'"bincount_cpu" not implemented for {x.dtype} (bincount of '
+                                  f'shape {tuple(x.shape)}: integer tensors only)')
+    if x.ndim != 1:
         raise RuntimeError('bincount only supports 1-d non-negative integral inputs.')
     if x.size and x.min() < 0:
         raise RuntimeError('bincount only supports 1-d non-negative integral inputs.')
@@ -1931,7 +1942,7 @@ def block_diag(*tensors):
     ts = [_t(t) for t in tensors]
     blocks = [_ops.reshape(t, *((1, 1) if _np(t).ndim == 0 else (1, -1) if _np(t).ndim == 1
                                 else _np(t).shape)) for t in ts]
-    dt = np.result_type(*[_np(b) for b in blocks]) if blocks else default_dtype[0]
+    dt = _dtypes.result_type(*[_np(b) for b in blocks]) if blocks else default_dtype[0]
     blocks = [b if _np(b).dtype == dt else _ops.to(b, dt) for b in blocks]
     width = builtins.sum(_np(b).shape[1] for b in blocks)
     rows, left = [], 0
@@ -1948,9 +1959,13 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     0); elements outside are ignored.  Not differentiable."""
     d = _np(_t(input))
     if d.dtype.kind not in 'f':
-        raise RuntimeError(f'"histogram_cpu" not implemented for '
-                           f"'{_torch_dtype_name(d.dtype)}'")
+        raise NotImplementedError(f'"histogram_cpu" not implemented for '
+                                  f"'{_torch_dtype_name(d.dtype)}' (histc of shape "
+                                  f'{tuple(d.shape)})')
     lo, hi = float(min), float(max)
+    if lo > hi:
+        raise RuntimeError(f'torch.histc: max must be larger than min (got min={min}, '
+                           f'max={max})')
     if lo == hi and d.size:
         lo, hi = float(d.min()), float(d.max())
     if lo == hi:

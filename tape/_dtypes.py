@@ -92,3 +92,54 @@ def float_of_int(f, ad, out):
     return f(ad.astype(default_dtype[0]))
 
 
+
+
+def sequence_dtype(items):
+    """PyTorch's dtype for a tensor made from ``items`` (a nested list's elements,
+    some NumPy numbers or arrays): ``promote_types`` over the items' dtypes, a
+    NumPy number or array giving its own, a Python bool bool, int int64 and float
+    the default dtype (``[np.int8(1), 2]`` is int64, ``[np.float16(1), 2]`` float16)."""
+    r = None
+    for x in items:
+        if isinstance(x, (np.generic, np.ndarray)):
+            d = x.dtype
+        elif isinstance(x, bool):
+            d = np.dtype(np.bool_)
+        elif isinstance(x, int):
+            d = np.dtype(np.int64)
+        elif isinstance(x, float):
+            d = default_dtype[0]
+        else:
+            d = np.asarray(x).dtype
+        r = d if r is None else promote_types(r, d)
+    return r
+
+
+def ints_into(data, dt):
+    """``data`` (Python ints, some out of the integer dtype ``dt``'s range) in ``dt``,
+    as torch.tensor(data, dtype=dt) gives it: an unsigned dtype takes negatives
+    down to -max, wrapped (-1 is 255 in uint8); anything else out of range is
+    PyTorch's RuntimeError."""
+    info = np.iinfo(dt)
+    lo = -int(info.max) if dt.kind == 'u' else int(info.min)
+    try:
+        wide = np.array(data, np.int64)
+    except OverflowError:
+        raise ValueError('Overflow when unpacking long long') from None    # past 64 bits
+    if wide.size and (int(wide.min()) < lo or int(wide.max()) > int(info.max)):
+        raise RuntimeError(f'value cannot be converted to type {dt} without overflow '
+                           f'(tensor of {np.shape(data)} Python ints into {dt})')
+    return wide.astype(dt)
+
+
+def check_alpha(name, a, b, alpha):
+    """PyTorch's RuntimeError for ``add``/``sub`` of integer or bool operands
+    (tensors or numbers) with a floating ``alpha``."""
+    if not isinstance(alpha, float):
+        return
+    for x in (a, b):
+        d = getattr(x, '_data', x)
+        if isinstance(d, float) or np.result_type(d).kind in 'fc':
+            return
+    raise RuntimeError(f'{name}: For integral input tensors, argument alpha must not be a '
+                       f'floating point number (got alpha={alpha})')

@@ -191,6 +191,8 @@ def silu(a, inplace=False):
         return inplace_apply(a, _silu)
     return _silu(a)
 def _np_sign(x):
+    if x.dtype.kind == 'b':
+        return x.copy()                 # sign of a bool tensor is itself, as PyTorch's
     out = np.sign(x)
     if out.dtype.kind == 'f':
         out = np.where(np.isnan(out), out.dtype.type(0), out)   # sign(NaN) is 0, as in PyTorch
@@ -564,7 +566,9 @@ def nonzero(a, as_tuple=False):
     idx = np.nonzero(d if d.ndim else d.reshape(1))
     if as_tuple:
         return tuple(_leaf(i.astype(np.int64)) for i in idx)
-    return _leaf(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))
+    if not d.ndim:      # PyTorch's (1, 0) or (0, 0): one row per nonzero, no columns
+        return _leaf(np.zeros((len(idx[0]), 0), np.int64))
+    return _leaf(np.stack(idx, axis=1).astype(np.int64))
 
 
 # ------------------------------------------------- comparisons and logic
@@ -600,11 +604,16 @@ def _bitwise(name, npf):
         a = _t(a)
         bd = b._data if isinstance(b, Tensor) else b
         try:
-            return _leaf(npf(a._data, bd))
+            out = npf(a._data, bd)
         except ValueError:
             raise _broadcast_error(name, a, _t(b)) from None
         except TypeError:
-            raise RuntimeError(f'{name}: not implemented for dtype {a._data.dtype}') from None
+            raise NotImplementedError(f'{name}: not implemented for dtypes {a._data.dtype} '
+                                      f'and {np.result_type(bd)}') from None
+        if isinstance(b, Tensor) and bd.dtype != a._data.dtype:
+            # PyTorch's promotion (a 0-d int64 tensor leaves an int8 one int8)
+            out = _dtypes.binary_result(name, a._data, bd, out)
+        return _leaf(out)
     f.__name__ = name
     return f
 

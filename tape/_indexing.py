@@ -329,13 +329,19 @@ def _scatter_write(a, dim, index, src, opname):
 
 def scatter(a, dim, index, src=None, value=None, reduce=None):
     """``a`` with ``src`` (or ``value``) written at ``index`` along ``dim`` (out of place)."""
-    if reduce is not None:
-        if reduce not in ('add', 'sum'):
-            raise NotImplementedError(f'scatter: reduce={reduce!r} is not supported')
-        return scatter_add(a, dim, index, src)
-    a = _t(a)
     if src is None:
         src = value
+    if reduce is not None:
+        if reduce not in ('add', 'sum', 'multiply'):
+            raise RuntimeError(f"scatter: reduce argument must be either 'add' or 'multiply', "
+                               f'got {reduce!r}')
+        a = _t(a)
+        if not isinstance(src, Tensor):     # a value: written at every index
+            src = _leaf(np.full(np.shape(_t(index)._data), src, np.asarray(a._data).dtype))
+        if reduce == 'multiply':
+            return scatter_reduce(a, dim, index, src, 'prod')
+        return scatter_add(a, dim, index, src)
+    a = _t(a)
     if src is None:
         raise TypeError('scatter() missing the src (or value) argument')
     d = np.asarray(a._data)

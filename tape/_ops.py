@@ -797,9 +797,12 @@ def _binary(name, scalar_name, rscalar_name, npf):
                     if out is None:
                         out = npf(ad, bd) if na < BIG and nb < BIG else _pooled(uf, npf, ad, bd)
                 except ValueError:
-                    if name == 'pow' and ad.dtype.kind in 'iu' and bd.dtype.kind in 'iu':
-                        return _leaf(_integer_pow(ad, bd))
-                    raise _broadcast_error(name, a, b) from None
+                    if name != 'pow' or ad.dtype.kind not in 'biu' or bd.dtype.kind not in 'iu':
+                        raise _broadcast_error(name, a, b) from None
+                    try:
+                        out = _integer_pow(ad, bd)  # (then PyTorch's promotion, below)
+                    except ValueError:
+                        raise _broadcast_error(name, a, b) from None
                 except TypeError:
                     if name == 'sub' and ad.dtype.kind == 'b' and bd.dtype.kind == 'b':
                         raise RuntimeError(_dtypes.BOOL_SUB.format('two bool tensors')) from None
@@ -870,6 +873,10 @@ def _binary(name, scalar_name, rscalar_name, npf):
                         out = npf(b, ad)
                 except OverflowError:
                     out = npf(_wrapped_int(b, ad), ad)
+                except ValueError:          # an integer ** an int tensor with negatives
+                    if name != 'pow' or ad.dtype.kind not in 'biu':
+                        raise
+                    out = _integer_pow(np.asarray(b), ad)
                 if a._rg and (not _OFF[0] or grad_mode.enabled):
                     if rop is None:
                         return _record_binary(op, _const(b, a), a, out)
@@ -1233,6 +1240,9 @@ def _reduce(name_all, name_dim, npf, scale_of):
                         return t
             if dtype is not None:
                 d = d.astype(dtype)
+                if d.dtype.kind in 'biu' and d.dtype != _I64:
+                    # sum(dtype=torch.int32) is int32 (NumPy's integer sum is int64)
+                    return _leaf(np.asarray(f(_leaf(d), dim, keepdim)._data).astype(d.dtype))
             if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
                 out = npf(d)
                 if keepdim:
@@ -1683,10 +1693,35 @@ def permute(a, *dims):
 
 
 def _unwrap_key(key):
+    """``key`` (an index of getitem or setitem) in NumPy's terms."""
+    if type(key) is list and _seq_as_tuple(key):
+        warnings.warn('Using a non-tuple sequence for multidimensional indexing is deprecated; '
+                      'use x[tuple(seq)] instead of x[seq]', UserWarning, stacklevel=4)
+        key = tuple(key)
+    return _unwrap_part(key)
+
+
+def _seq_as_tuple(key):
+    """PyTorch's (and old NumPy's) rule for a list key: it is a tuple of indices
+    (``x[[rows, cols]]`` is ``x[rows, cols]``) when shorter than 32 and holding a
+    tensor, a sequence, a slice, None or Ellipsis."""
+    return len(key) < 32 and any(
+        isinstance(k, (Tensor, list, tuple, slice, np.ndarray)) or k is None or k is Ellipsis
+        for k in key)
+
+
+def _unwrap_part(key):
     if isinstance(key, tuple):
-        return tuple(_unwrap_key(k) for k in key)
+        return tuple(_unwrap_part(k) for k in key)
     if isinstance(key, Tensor):
         k = np.asarray(key._data)
+        if k.dtype.kind in 'iu' and k.dtype != np.int64 and k.dtype != np.int32:
+            if k.dtype == np.uint8:     # a uint8 tensor is a mask, as a bool one
+                warnings.warn('indexing with dtype torch.uint8 is now deprecated, please use '
+                              'a dtype torch.bool instead.', UserWarning, stacklevel=4)
+                return k.astype(np.bool_)
+            raise IndexError(f'tensors used as indices must be long, int, byte or bool '
+                             f'tensors (got {k.dtype} of shape {tuple(k.shape)})')
         if k.ndim == 0 and k.dtype.kind in 'iu':
             # a 0-d integer tensor indexes as the int it holds (PyTorch's: a view,
             # and a basic key for the large-record backward, which writes the
@@ -2235,7 +2270,10 @@ def inplace(a, name, other=None, alpha=None):
         rt = _dtypes.result_type(d, other._data if isinstance(other, Tensor) else other)
         if name == 'div' and rt is not None and rt.kind not in 'fc':
             rt = _dtypes.default_dtype[0]
-        if rt is not None and not np.can_cast(rt, d.dtype, 'same_kind'):
+        if name == 'sub' and d.dtype == np.bool_ and np.result_type(od) == np.bool_:
+            raise RuntimeError(_dtypes.BOOL_SUB.format('two bool tensors'))
+        # (PyTorch's rule is by category: uint8 += int64 is allowed, unlike NumPy's)
+        if rt is not None and _dtypes.category(rt) > _dtypes.category(d.dtype):
             names = _TORCH_DTYPE_NAMES
             raise RuntimeError(f"result type {names.get(rt.str[1:], rt)} can't be cast to the "
                                f"desired output type {names.get(d.dtype.str[1:], d.dtype)}")

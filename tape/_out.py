@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from . import _dtypes
 from ._grad_mode import no_grad
 from ._tape import grad_mode
 from ._tensor import Tensor, _leaf
@@ -63,7 +64,7 @@ def _flat(xs):
 def _write(result, out, name):
     r = result._data if isinstance(result, Tensor) else np.asarray(result)
     od = np.asarray(out._data)
-    if not np.can_cast(r.dtype, od.dtype, 'same_kind'):
+    if _dtypes.category(r.dtype) > _dtypes.category(od.dtype):     # PyTorch's rule
         raise RuntimeError(f'result type {_NAMES.get(r.dtype.str[1:], r.dtype)} '
                            f"can't be cast to the desired output type "
                            f'{_NAMES.get(od.dtype.str[1:], od.dtype)}')

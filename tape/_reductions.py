@@ -131,7 +131,7 @@ def prod(a, dim=None, keepdim=False, dtype=None):
         except RuntimeWarning as e:
             out = _ops.quietly(e, np.prod, d)
         if np.dtype(out.dtype).kind in 'bu' or np.dtype(out.dtype).kind == 'i':
-            out = np.int64(out)
+            out = np.int64(out) if dtype is None else np.asarray(out).astype(dtype)[()]
         if not (a._rg and grad_mode.enabled):
             return _leaf(out)
         if d.size == 0:
@@ -145,8 +145,8 @@ def prod(a, dim=None, keepdim=False, dtype=None):
         out = np.prod(d, axis=dim, keepdims=keepdim)
     except RuntimeWarning as e:
         out = _ops.quietly(e, np.prod, d, axis=dim, keepdims=keepdim)
-    if out.dtype.kind in 'bui' and out.dtype != np.int64:
-        out = out.astype(np.int64)
+    if out.dtype.kind in 'bui' and out.dtype != (np.int64 if dtype is None else d.dtype):
+        out = out.astype(np.int64 if dtype is None else d.dtype)
     if not (a._rg and grad_mode.enabled):
         return _leaf(out)
     n = d.shape[dim]
@@ -701,6 +701,9 @@ def logsumexp(a, dim, keepdim=False):
 # ------------------------------------------------------------- booleans
 def _bool_reduce(npf, a, dim, keepdim, opname):
     d = np.asarray(_t(a)._data)
+    if d.dtype == np.uint8:     # PyTorch keeps uint8 for any/all of uint8 (0 or 1)
+        r = _bool_reduce(npf, _leaf(d.astype(np.bool_)), dim, keepdim, opname)
+        return _leaf(np.asarray(r._data).astype(np.uint8))
     if dim is None:
         return _leaf(np.bool_(npf(d)))
     if d.ndim == 0:         # dim 0 or -1 of a 0-d tensor is the tensor itself, as in PyTorch

@@ -239,10 +239,9 @@ def chunk(a, chunks, dim=0):
         raise RuntimeError(f'chunk expects `chunks` to be greater than 0, got: {chunks}')
     dim = _norm_dim(dim, d.ndim, 'chunk')
     size = d.shape[dim]
-    step = -(-size // chunks) if size else 0
-    if step == 0:
-        return split(a, [0] * min(chunks, 1) if size == 0 else size, dim)
-    return split(a, step, dim)
+    if size == 0:           # PyTorch gives ``chunks`` empty chunks
+        return split(a, [0] * chunks, dim)
+    return split(a, -(-size // chunks), dim)
 
 
 def unbind(a, dim=0):
@@ -451,8 +450,12 @@ def _join_tree(op, ts, shapes, dim, inner, out, lo, hi, root):
 _CAT = OP['cat']
 
 
-concat = cat
-concatenate = cat
+def concat(tensors, dim=0, *, axis=None):
+    """``cat``, also under NumPy's name for ``dim`` (``torch.concatenate(ts, axis=1)``)."""
+    return cat(tensors, dim if axis is None else axis)
+
+
+concatenate = concat
 
 
 def _tensors_only(opname, tensors):
@@ -493,8 +496,8 @@ def stack(tensors, dim=0):
 
 
 def hstack(tensors):
-    ts = [_t(x) for x in tensors]
-    return cat(ts, 0 if np.ndim(ts[0]._data) == 1 else 1)
+    ts = [x if np.ndim(x._data) else _ops.reshape(x, 1) for x in map(_t, tensors)]
+    return cat(ts, 0 if ts and np.ndim(ts[0]._data) == 1 else 1)
 
 
 def vstack(tensors):

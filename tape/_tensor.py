@@ -675,9 +675,13 @@ class Tensor:
         return self.to(other._data.dtype)
 
     def clone(self, *, memory_format=None):
-        """A copy in new memory, recorded (CloneBackward0); the layout is always row-major."""
+        """A copy in new memory, recorded (CloneBackward0); the layout is kept (PyTorch's
+        preserve_format), or row-major for ``memory_format=tape.contiguous_format``."""
         from . import _ops
-        return _ops.clone(self)
+        out = _ops.clone(self)
+        if memory_format is contiguous_format and not out._data.flags.c_contiguous:
+            out = out.contiguous()
+        return out
 
     def apply_(self, callable):
         """Replace each element ``v`` by ``callable(v)`` (a Python number), in place."""
