@@ -1411,7 +1411,7 @@ def vjp_hardtanh(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_norm_root(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """LinalgVectorNormBackward0: ga += grad * c * where_pos(ge(a, 1.7976931348623157e308), pow(a, c - 1.0), out * inv0(a))"""
+    """LinalgVectorNormBackward0: ga += grad * c * where_pos(ge(a, 1.7976931348623157e308), a ** (c - 1.0), out * inv0(a))"""
     n = g.shape[0]
     if ga.shape[0]:
         if set_a:

@@ -319,7 +319,7 @@ RULES = [
     # c out / a, which is inf / inf = NaN there (PyTorch's x / norm gives 0 for
     # the finite elements); elsewhere out / a, which rounds as x / norm does
     E('norm_root', 'LinalgVectorNormBackward0', 'a',
-      ('grad * c * where_pos(ge(a, 1.7976931348623157e308), pow(a, c - 1.0), out * inv0(a))',),
+      ('grad * c * where_pos(ge(a, 1.7976931348623157e308), a ** (c - 1.0), out * inv0(a))',),
       consts='c',
       fwd='where_pos(eq(c, 0.5), sqrt(a), pow(a, c))'),
     E('std_root', 'StdBackward0', 'a', ('grad * 0.5 * inv0(out)',), fwd='sqrt(a)'),  # of a var
