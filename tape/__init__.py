@@ -748,13 +748,15 @@ def _bind():
 
     def _inplace(name):
         ufunc = ufuncs[name]
+        is_sub = name == 'sub'      # x.sub_(bool tensor) raises, on the general path
 
         def f(a, other=None, *, alpha=None):
             # fast path: an optimizer-style update outside the graph
             if a._tape is None and alpha is None and a._extra is None \
                     and not (a._rg and grad_mode.enabled):
                 t = type(other)
-                if t is Tensor and not (other._rg and grad_mode.enabled):
+                if t is Tensor and not (other._rg and grad_mode.enabled) and not (
+                        is_sub and other._data.dtype == np.bool_):
                     od = other._data
                 elif t is builtins.float or t is builtins.int:
                     od = other

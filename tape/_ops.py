@@ -817,6 +817,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if isinstance(b, (np.floating, np.integer)):
                 return fwd(a, b.item())     # a NumPy number promotes like a Python one
             if isinstance(b, _scalar_types):
+                if name == 'sub' and isinstance(b, (bool, np.bool_)):
+                    raise RuntimeError(_dtypes.BOOL_SUB.format('a bool tensor'))    # x - True
                 out = npf(a._data, b)
                 if out.dtype is not a._data.dtype:          # int / True: PyTorch's dtype
                     out = _dtypes.binary_result(name, a._data, b, out)
@@ -863,6 +865,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if tb is float or tb is int or isinstance(b, _scalar_types):
                 if isinstance(b, (np.floating, np.integer)):
                     b = b.item()
+                elif name == 'sub' and isinstance(b, (bool, np.bool_)):
+                    raise RuntimeError(_dtypes.BOOL_SUB.format('a bool tensor'))    # True - x
                 ad = a._data
                 try:
                     if ad.size >= BIG:
@@ -2270,8 +2274,10 @@ def inplace(a, name, other=None, alpha=None):
         rt = _dtypes.result_type(d, other._data if isinstance(other, Tensor) else other)
         if name == 'div' and rt is not None and rt.kind not in 'fc':
             rt = _dtypes.default_dtype[0]
-        if name == 'sub' and d.dtype == np.bool_ and np.result_type(od) == np.bool_:
-            raise RuntimeError(_dtypes.BOOL_SUB.format('two bool tensors'))
+        if name == 'sub' and (d.dtype == np.bool_ or np.result_type(od) == np.bool_):
+            raise RuntimeError(_dtypes.BOOL_SUB.format(
+                'two bool tensors' if d.dtype == np.bool_ and np.result_type(od) == np.bool_
+                else 'a bool tensor'))
         # (PyTorch's rule is by category: uint8 += int64 is allowed, unlike NumPy's)
         if rt is not None and _dtypes.category(rt) > _dtypes.category(d.dtype):
             names = _TORCH_DTYPE_NAMES

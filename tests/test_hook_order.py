@@ -87,3 +87,17 @@ def test_mark_non_differentiable_on_an_input_returned_as_is():
     assert y.requires_grad and not z.requires_grad and z.grad_fn is None and z is not a
     y.sum().backward()
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_subtraction_with_a_bool_operand_raises_as_torch():
+    t = tape.tensor([1.0, 2.0])
+    for f in (lambda: t - True, lambda: True - t, lambda: t.sub(True),
+              lambda: t.clone().sub_(tape.tensor([True, False])), lambda: t.clone().sub_(True),
+              lambda: tape.tensor([1, 2]) - True, lambda: t - tape.tensor([True, False])):
+        with pytest.raises(RuntimeError, match='Subtraction, the `-` operator, with'):
+            f()
+    assert (t + True).tolist() == [2.0, 3.0]        # addition is fine
+    x = tape.tensor([5.0, 5.0])
+    x.sub_(tape.tensor([1.0, 2.0]))
+    x -= 1
+    assert x.tolist() == [3.0, 2.0]
