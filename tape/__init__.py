@@ -170,6 +170,15 @@ def from_numpy(arr):
     """A tensor sharing memory with the NumPy array ``arr``."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f'expected np.ndarray (got {type(arr).__name__})')
+    if arr.dtype.kind not in 'fiub' or arr.dtype.itemsize > 8:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The "
+                        'only supported types are: float64, float32, float16, int64, int32, '
+                        'int16, int8, uint64, uint32, uint16, uint8, and bool.')
+    if builtins.any(s < 0 for s in arr.strides):
+        # (PyTorch's message, its double space included)
+        raise ValueError('At least one stride in the given numpy array is negative, and tensors '
+                         'with negative strides are not currently supported. (You can probably '
+                         'work around this by making a copy of your array  with array.copy().) ')
     return _leaf(arr)
 
 

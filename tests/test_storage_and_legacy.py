@@ -115,3 +115,15 @@ def test_comparison_operators_with_other_objects_as_torch():
                     res.append('TypeError')
         return res
     assert outcomes(tape) == outcomes(torch)
+
+
+def test_from_numpy_refuses_what_torch_refuses():
+    with pytest.raises(ValueError, match='At least one stride in the given numpy array is '
+                       'negative'):
+        tape.from_numpy(np.arange(6.0)[::-1])
+    with pytest.raises(TypeError, match="can't convert np.ndarray of type numpy.str_"):
+        tape.from_numpy(np.array(['a']))
+    a = np.ones((2, 3))[:, ::2]                 # positive strides: shared, not copied
+    t = tape.from_numpy(a)
+    a[0, 0] = 5.0
+    assert t[0, 0].item() == 5.0
