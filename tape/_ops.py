@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from . import _dtypes
-from ._fpwarn import fp_warning, quietly
+from ._fpwarn import quietly
 from ._out import into_out
 from ._rules import OP, RULES
 from ._big import BIG, BIG_FLAG, AxisOrder, BasicKey, BigRecord
@@ -833,11 +833,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
                                     f'{type(b).__name__}')
                 return NotImplemented
             return fwd(a, _const(b, a))
-        except RuntimeWarning as e:
-            if not fp_warning(e):
-                raise
-            with np.errstate(all='ignore'):
-                return fwd(a, b)
+        except RuntimeWarning as e:         # an inf or NaN (tape/_fpwarn.py)
+            return quietly(e, fwd, a, b)
 
     def rfwd(a, b):                # b (op) a, with b not a Tensor
         try:
@@ -891,11 +888,8 @@ def _binary(name, scalar_name, rscalar_name, npf):
             if not _is_array_like(b):
                 return NotImplemented
             return fwd(_const(b, a), a)
-        except RuntimeWarning as e:
-            if not fp_warning(e):
-                raise
-            with np.errstate(all='ignore'):
-                return rfwd(a, b)
+        except RuntimeWarning as e:         # an inf or NaN (tape/_fpwarn.py)
+            return quietly(e, rfwd, a, b)
 
     fwd.__name__ = name
     rfwd.__name__ = 'r' + name
@@ -1077,11 +1071,8 @@ def _unary(name, npf):
                     out = _dtypes.float_of_int(npf, ad, out)
                 return _leaf(out)
             return _record_unary(op, a, out)
-        except RuntimeWarning as e:
-            if not fp_warning(e):
-                raise
-            with np.errstate(all='ignore'):
-                return f(a, out=out)
+        except RuntimeWarning as e:         # an inf or NaN (tape/_fpwarn.py)
+            return quietly(e, f, a, out=out)
     f.__name__ = name
     return f
 
@@ -1291,11 +1282,8 @@ def _reduce(name_all, name_dim, npf, scale_of):
                 return _record_struct(op_dim, a, out, x=d.size, attrs=attrs, scale=scale_of(count),
                                       big_attrs=kept)
             return _leaf(out)
-        except RuntimeWarning as e:
-            if not fp_warning(e):
-                raise
-            with np.errstate(all='ignore'):
-                return f(a, dim, keepdim, dtype)
+        except RuntimeWarning as e:         # an inf or NaN (tape/_fpwarn.py)
+            return quietly(e, f, a, dim, keepdim, dtype)
     f.__name__ = name_all
     return f
 
@@ -2286,7 +2274,7 @@ def inplace(a, name, other=None, alpha=None):
         try:
             try:
                 value = _INPLACE[name][1](d, od)
-            except RuntimeWarning as e:         # (an inf or NaN: see fp_warning)
+            except RuntimeWarning as e:         # an inf or NaN (tape/_fpwarn.py)
                 value = quietly(e, _INPLACE[name][1], d, od)
         except ValueError:
             raise _broadcast_error(name + '_', a, _const(od)) from None
