@@ -31,6 +31,8 @@ from . import _dtypes
 from . import autograd
 from .autograd import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa: F401
 from . import func
+from . import return_types
+from . import profiler  # noqa: E402,F401
 from ._sweep import run_scalar as _run_scalar
 
 __version__ = '0.1.0'
@@ -399,19 +401,104 @@ def arange(start=None, end=None, step=1, dtype=None, requires_grad=False, device
     ints = builtins.all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
     if step == 0:
         raise RuntimeError('arange: step must be nonzero')
+    if not (np.isfinite(start) and np.isfinite(end)):
+        raise RuntimeError(f'arange: unsupported range: {start:g} -> {end:g}')
     if (step > 0 and end < start) or (step < 0 and end > start):
         raise RuntimeError(f'arange: upper bound and lower bound inconsistent with step sign '
                            f'(start={start}, end={end}, step={step})')
+    dt = None if dtype is None else np.dtype(dtype)
+    if dt is not None and dt.kind == 'b':
+        raise NotImplementedError('"arange_cpu" not implemented for \'Bool\'')
+    if dt is not None and dt.kind in 'iu' and not ints:
+        # PyTorch's integer kernels: the count from the bounds, the values from the
+        # start and step truncated to integers (int64 counts with them too)
+        i0, di = builtins.int(start), builtins.int(step)
+        if dt == np.int64:
+            if di == 0:
+                raise ValueError('step must be nonzero')
+            sgn = (di > 0) - (di < 0)
+            n = builtins.int((builtins.int(end) - i0 + di - sgn) / di)   # (C's division)
+        else:
+            n = builtins.int(np.ceil((end - start) / step))
+        arr = i0 + di * np.arange(builtins.max(n, 0), dtype=np.int64)
+        return _finish(arr.astype(dt), None, requires_grad)
     arr = np.arange(start, end, step)
     if dtype is None:
         dtype = int64 if ints else _default_dtype[0]
     return _finish(arr.astype(np.dtype(dtype)), None, requires_grad)
 
 
+def _range_ends(name, start, end):
+    for which, v in (('start', start), ('end', end)):
+        if isinstance(v, Tensor) and v.dim() != 0:
+            raise RuntimeError(f'{name} only supports 0-dimensional start and end tensors, but '
+                               f'got {which} with {v.dim()} dimension(s).')
+
+
+def _fma64(a, b, c):
+    """``a * b + c`` in float64 rounded (nearly always) once: the product's exact
+    error by Dekker's split, the sum's by Knuth's TwoSum."""
+    with np.errstate(over='ignore', invalid='ignore'):
+        p = a * b
+        ah = 134217729.0 * a
+        ah = ah - (ah - a)
+        bh = 134217729.0 * b
+        bh = bh - (bh - b)
+        al, bl = a - ah, b - bh
+        pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        s = p + c
+        v = s - p
+        t = (p - (s - v)) + (c - v)
+        out = s + (t + pe)
+    return np.where(np.isfinite(out), out, s)
+
+
+def _linspace_values(start, end, steps, dt):
+    """PyTorch's linspace kernel: ``step = (end - start) / (steps - 1)`` in the
+    result's dtype, then ``start + step * i`` for the first half and ``end - step *
+    (steps - 1 - i)`` for the rest, each one multiply-add rounded once (the
+    compiler fuses them: long double here); an integer dtype truncates the ends
+    first and steps in float64, a half one rounds every operation to half.
+    (NumPy's linspace came out an ulp away in about half of the float32 cases.)"""
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if steps <= 1:
+        with np.errstate(over='ignore'):        # (a start past half's range: inf)
+            return np.asarray([start] * steps).astype(dt)
+    if dt.kind == 'b':
+        raise NotImplementedError('"linspace_cpu" not implemented for \'Bool\'')
+    i = np.arange(steps)
+    first = i < steps // 2
+    if dt == np.float16:
+        s, e = np.float16(start), np.float16(end)
+        step = (e - s) / np.float16(steps - 1)
+        return np.where(first, s + step * i.astype(np.float16),
+                        e - step * (steps - 1 - i).astype(np.float16))
+    if dt.kind in 'iu':
+        s, e = np.longdouble(builtins.int(start)), np.longdouble(builtins.int(end))
+        step = np.longdouble(np.float64((builtins.int(end) - builtins.int(start)) / (steps - 1)))
+    elif dt == np.float64:
+        # (long double's 64 bits cannot hold every product: a compensated fma)
+        s, e = np.float64(start), np.float64(end)
+        step = (e - s) / np.float64(steps - 1)
+        return np.where(first, _fma64(step, i.astype(np.float64), s),
+                        _fma64(-step, (steps - 1 - i).astype(np.float64), e))
+    else:
+        s, e = dt.type(start), dt.type(end)
+        step = np.longdouble((e - s) / dt.type(steps - 1))
+        s, e = np.longdouble(s), np.longdouble(e)
+    vals = np.where(first, s + step * i, e - step * (steps - 1 - i))
+    if dt.kind in 'iu':     # (the fused result is a double, then truncated)
+        return np.trunc(vals.astype(np.float64)).astype(dt)
+    return vals.astype(dt)
+
+
 def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
+    _range_ends('linspace', start, end)
+    if isinstance(steps, builtins.float):
+        raise TypeError("linspace(): argument 'steps' must be int, not float")
     if steps < 0:
         raise RuntimeError(f'linspace: number of steps must be non-negative, got {steps}')
-    return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), None, requires_grad)
+    return _finish(_linspace_values(start, end, steps, _dt(dtype)), None, requires_grad)
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, requires_grad=False, device=None):
@@ -421,6 +508,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, requires_grad=False, devi
     >>> tape.logspace(0, 2, 3).tolist()
     [1.0, 10.0, 100.0]
     """
+    _range_ends('logspace', start, end)
     if steps < 0:
         raise RuntimeError(f'logspace: number of steps must be non-negative, got {steps}')
     arr = np.power(np.float64(base), np.linspace(start, end, steps))
@@ -439,11 +527,27 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None):
 
 
 def _like(fn):
-    def f(t, dtype=None, requires_grad=False, device=None):
-        return fn(*t._data.shape, dtype=t._data.dtype if dtype is None else dtype,
-                  requires_grad=requires_grad)
+    def f(t, dtype=None, requires_grad=False, device=None, memory_format=None, layout=None,
+          pin_memory=False):
+        d = t._data
+        out = fn(*d.shape, dtype=d.dtype if dtype is None else dtype)
+        return _keep_layout(out, d, memory_format, requires_grad)
     f.__name__ = fn.__name__ + '_like'
     return f
+
+
+def _keep_layout(out, d, memory_format, requires_grad):
+    """``out`` (a new row-major tensor of ``d``'s shape) in ``d``'s layout, as
+    PyTorch's ``*_like`` keep a transposed or permuted input's strides
+    (preserve_format); NumPy's order 'K' is the rule ``clone`` follows too."""
+    if memory_format is not contiguous_format and d.ndim > 1 and not d.flags.c_contiguous:
+        arr = np.empty_like(d, dtype=out._data.dtype, order='K')
+        if arr.strides != out._data.strides:
+            arr[...] = out._data
+            out = _leaf(arr)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 zeros_like = _like(zeros)
@@ -462,9 +566,11 @@ def randint_like(t, low=0, high=None, *, dtype=None, requires_grad=False, device
                    requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
-    return full(t._data.shape, fill_value, dtype=t._data.dtype if dtype is None else dtype,
-                requires_grad=requires_grad)
+def full_like(t, fill_value, dtype=None, requires_grad=False, device=None, memory_format=None,
+              layout=None, pin_memory=False):
+    d = t._data
+    out = full(d.shape, fill_value, dtype=d.dtype if dtype is None else dtype)
+    return _keep_layout(out, d, memory_format, requires_grad)
 
 
 def show_tape(t):
@@ -514,6 +620,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     d = np.asarray(input._data)
     if dim is not None:
         dim = _norm_dim(dim, d.ndim, 'unique')
+        _unique_dim_sizes(d.shape, dim)
     # NaNs stay distinct, as PyTorch's (NumPy's default merges them)
     values, inverse, counts = np.unique(d, return_inverse=True, return_counts=True, axis=dim,
                                         equal_nan=False)
@@ -528,6 +635,17 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     if return_counts:
         res += (_leaf(counts.astype(np.int64)),)
     return res
+
+
+def _unique_dim_sizes(shape, dim):
+    """PyTorch's checks of zero sizes for unique (and unique_consecutive) over ``dim``."""
+    zeros = builtins.sum(1 for n in shape if n == 0)
+    if shape[dim] == 0 and zeros > 1:
+        raise RuntimeError('Number of zero sized dimensions is more than one, so unique cannot '
+                           'be applied ')
+    if shape[dim] != 0 and zeros:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           'cannot be applied')
 
 
 _NO_DERIVATIVE = {}
@@ -576,7 +694,8 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         values = flat[new_run]
     else:
         dim = _norm_dim(dim, d.ndim, 'unique_consecutive')
-        moved = np.moveaxis(d, dim, 0).reshape(d.shape[dim], -1)
+        _unique_dim_sizes(d.shape, dim)
+        moved = np.moveaxis(d, dim, 0).reshape(d.shape[dim], -1 if d.size else 0)
         new_run = np.ones(d.shape[dim], builtins.bool)
         new_run[1:] = (moved[1:] != moved[:-1]).any(axis=1)
         values = np.compress(new_run, d, axis=dim)
@@ -984,9 +1103,10 @@ def repeat_interleave(a, repeats=None, dim=None, *, output_size=None):
         if r.ndim > 1:
             raise RuntimeError(f'repeat_interleave: repeats must be 0-dim or 1-dim tensor '
                                f'(got shape {tuple(r.shape)})')
-        if r.dtype.kind not in 'iu':
-            raise RuntimeError(f'repeat_interleave: repeats has to be Long or Int tensor '
-                               f'(got {r.dtype})')
+        if r.dtype not in (np.int32, np.int64):     # (PyTorch's kernel: int and long only)
+            name = _ops._TORCH_DTYPE_NAMES.get(r.dtype.str[1:], str(r.dtype))
+            raise NotImplementedError(f'"repeat_interleave_cpu" not implemented for '
+                                      f"'{name}'")
         if r.size != 1 and r.size != d.shape[dim]:
             raise RuntimeError(f'repeats must have the same size as input along dim, but got '
                                f'repeats.size(0) = {r.size} and input.size({dim}) = '
@@ -1186,8 +1306,7 @@ def qr(input, some=True, *, out=None):  # noqa: A002
     return r if out is None else _into_out(r, out, 'qr', input)
 
 
-_QR = __import__('collections').namedtuple('qr', ['Q', 'R'])
-_QR.__module__ = 'tape.return_types'
+_QR = return_types.make('qr', ['Q', 'R'])
 
 
 Tensor.new = _legacy_new

@@ -11,7 +11,6 @@ Everything is installed by :func:`_install` only where a name does not exist yet
 tensor([0.0000, 0.5000, 1.0000, 0.5000])
 """
 import builtins
-import collections
 import math
 import sys
 import warnings
@@ -19,6 +18,7 @@ import warnings
 import numpy as np
 
 from . import _ops
+from .return_types import make as _return_type
 from . import _views
 from ._tape import grad_mode
 from ._tensor import Tensor, _leaf, _storage, _bump_version, _check_device, device
@@ -876,6 +876,10 @@ def put(input, index, source, accumulate=False):  # noqa: A002
         raise IndexError(f'out of range: tried to access index {bad} on a tensor of {n} '
                          'elements.')
     src = _t(source, x)
+    if src._data.dtype != x._data.dtype:
+        raise RuntimeError(f'put_(): self and source expected to have the same dtype, but got '
+                           f'self.dtype = {_tname(x._data.dtype)} and source.dtype = '
+                           f'{_tname(src._data.dtype)}')
     if src.numel() != flat_idx.size:
         raise RuntimeError(f'put_(): Expected source and index to have the same number of '
                            f'elements, but got source.numel() = {src.numel()}, index.numel() = '
@@ -909,7 +913,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # no
     return tp.scatter_reduce(x, dim, _leaf(full), src, reduce, include_self=include_self)
 
 
-_FREXP = collections.namedtuple('frexp', ['mantissa', 'exponent'])
+_FREXP = _return_type('frexp', ['mantissa', 'exponent'])
 
 
 def frexp(input, *, out=None):  # noqa: A002
@@ -1063,8 +1067,8 @@ def corrcoef(input):  # noqa: A002
     return tp.clamp(c, -1, 1)
 
 
-_HIST = collections.namedtuple('histogram', ['hist', 'bin_edges'])
-_HISTDD = collections.namedtuple('histogramdd', ['hist', 'bin_edges'])
+_HIST = _return_type('histogram', ['hist', 'bin_edges'])
+_HISTDD = _return_type('histogramdd', ['hist', 'bin_edges'])
 
 
 def histogram(input, bins=100, *, range=None, weight=None, density=False, out=None):  # noqa: A002

@@ -41,7 +41,8 @@ from . import _shapes as _sh
 from . import _views
 from . import _dtypes
 from ._dtypes import default_dtype
-from ._reductions import _flat_index, _ValuesIndices, take_as
+from ._reductions import _flat_index, take_as
+from .return_types import make as _return_type, values_indices
 from ._tape import grad_mode, note_value_use
 from ._tensor import Tensor, _index_arg, _leaf, _norm_dim
 
@@ -249,17 +250,20 @@ def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
 
     >>> import tape
     >>> tape.sort(tape.tensor([3.0, 1.0, 2.0]), descending=True)
-    values=tensor([3., 2., 1.]), indices=tensor([0, 2, 1])
+    tape.return_types.sort(
+    values=tensor([3., 2., 1.]),
+    indices=tensor([0, 2, 1]))
     """
     a = _t(input)
     d = _np(a)
     note_value_use('sort')
     if d.ndim == 0:
         _norm_dim(dim, 0, 'sort')
-        return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+        return values_indices('sort', _ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
     dim = _norm_dim(dim, d.ndim, 'sort')
     idx = _sort_index(d, dim, descending)
-    return _ValuesIndices(_pick_along(a, idx, dim, unique=True), _leaf(idx.astype(np.int64)))
+    return values_indices('sort', _pick_along(a, idx, dim, unique=True),
+                          _leaf(idx.astype(np.int64)))
 
 
 def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
@@ -277,7 +281,9 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 
     >>> import tape
     >>> tape.tensor([1.0, 5.0, 3.0]).topk(2)
-    values=tensor([5., 3.]), indices=tensor([1, 2])
+    tape.return_types.topk(
+    values=tensor([5., 3.]),
+    indices=tensor([1, 2]))
     """
     a = _t(input)
     d = _np(a)
@@ -295,7 +301,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     idx = _topk_index(d, k, dim, largest)
     if idx is None:
         idx = np.take(_sort_index(d, dim, largest), np.arange(k), axis=dim)
-    return _ValuesIndices(_pick_along(a, idx, dim, unique=True), _leaf(idx.astype(np.int64)))
+    return values_indices('topk', _pick_along(a, idx, dim, unique=True),
+                          _leaf(idx.astype(np.int64)))
 
 
 def _topk_index(d, k, dim, largest):
@@ -317,7 +324,7 @@ def _topk_index(d, k, dim, largest):
 def _zero_dim_pick(a, d, dim, opname):
     """(values, indices) of a 0-d input along ``dim`` (0 or -1): itself, index 0."""
     _norm_dim(dim, 0, opname)
-    return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
+    return values_indices(opname, _ops.clone(a) if a._rg else _leaf(d), _leaf(np.int64(0)))
 
 
 def _select_kth(a, dim, keepdim, kth, opname):
@@ -340,7 +347,7 @@ def _select_kth(a, dim, keepdim, kth, opname):
             idx, dim), axis=dim), axis=dim)
     else:
         flat = np.take_along_axis(_flat_index(d.shape), idx, axis=dim)
-    return _ValuesIndices(_pick(a, flat, unique=True), _leaf(idx.astype(np.int64)))
+    return values_indices(opname, _pick(a, flat, unique=True), _leaf(idx.astype(np.int64)))
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
@@ -348,7 +355,9 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
 
     >>> import tape
     >>> tape.kthvalue(tape.tensor([3.0, 1.0, 2.0]), 2)
-    values=tensor(2.), indices=tensor(2)
+    tape.return_types.kthvalue(
+    values=tensor(2.),
+    indices=tensor(2))
     """
     a = _t(input)
     d = _np(a)
@@ -437,7 +446,7 @@ def _cumulative(opname, better):
                 cur = np.where(take, i, cur)
                 idx[i] = cur
         idx = np.moveaxis(idx, 0, dim)
-        return _ValuesIndices(_pick_along(a, idx, dim), _leaf(idx))
+        return values_indices(opname, _pick_along(a, idx, dim), _leaf(idx))
     f.__name__ = opname
     f.__doc__ = (f'(values, indices) of the running {opname[3:]}imum along ``dim`` (a NaN '
                  f'propagates; on ties the later index).')
@@ -458,6 +467,10 @@ def roll(input, shifts, dims=None):  # noqa: A002
     a = _t(input)
     d = _np(a)
     pos = _flat_index(d.shape)
+    if isinstance(shifts, (tuple, list)) and len(shifts) == 0:
+        raise RuntimeError('`shifts` required')
+    if isinstance(dims, (tuple, list)) and len(dims) == 0:
+        dims = None             # (dims=[]: PyTorch rolls the flattened tensor)
     if dims is None:
         if isinstance(shifts, (tuple, list)) and len(shifts) != 1:
             raise RuntimeError(f'roll: shifts and dimensions must align. shifts: '
@@ -484,6 +497,9 @@ def lerp(input, end, weight):  # noqa: A002
     """
     a = _t(input)
     b = _t(end, a)
+    if isinstance(weight, Tensor) and _np(weight).ndim == 0 and _np(weight).dtype != _np(a).dtype:
+        # a 0-d weight binds to PyTorch's Scalar overload: any dtype, still differentiable
+        weight = _ops.to(weight, _np(a).dtype)
     for name, t in (('end', end), ('weight', weight)):
         if isinstance(t, Tensor) and _np(t).dtype != _np(a).dtype:    # PyTorch promotes none
             raise RuntimeError(f'lerp: expected dtype {_torch_dtype_name(_np(a).dtype)} for '
@@ -505,6 +521,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     _not_for(a, 'b', 'addcmul_cpu_out')
     _ops.check_broadcast('addcmul', a, tensor1, tensor2)
     p = _ops.mul(_t(tensor1, a), tensor2)
+    if np.result_type(_np(a).dtype, _np(p).dtype).kind in 'iu' and not isinstance(value, Tensor):
+        value = int(value)      # PyTorch casts the scalar to the integer result's type
     return _ops.add(a, p if value == 1 else _ops.mul(p, value))
 
 
@@ -630,6 +648,19 @@ def logit(input, eps=None):  # noqa: A002
         if out.any():
             note_value_use('logit')
             a = _ops.mul(a, _leaf(np.where(out, np.nan, 1).astype(d.dtype)))
+        ends = (d == 0) | (d == 1)
+        if ends.any():
+            # log(p / (1 - p))'s chain rule is 0 * inf (NaN) at p = 0 and 1, where
+            # PyTorch's gradient 1 / (p (1 - p)) is inf: log p - log1p(-p) there
+            note_value_use('logit')
+            half = np.asarray(0.5, d.dtype)
+            e = _ew.where(ends, _ops.add(a, 0.0), half)     # (-0.0 + 0.0: +0, PyTorch's +inf)
+            with np.errstate(divide='ignore'):
+                at_ends = _ops.sub(_ops.log(e), _ew.log1p(_ops.neg(e)))
+            a = _ew.where(ends, half, a)
+            with np.errstate(invalid='ignore', divide='ignore'):
+                inner = _ops.log(_ops.div(a, _ops.rsub(a, 1.0)))
+            return _ew.where(ends, at_ends, inner)
     with np.errstate(invalid='ignore', divide='ignore'):
         return _ops.log(_ops.div(a, _ops.rsub(a, 1.0)))
 
@@ -819,16 +850,17 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
     d = _np(a)
     src = _t(source, a)
     sd = _np(src)
-    if isinstance(source, Tensor) and sd.dtype != d.dtype:
-        raise RuntimeError(f'index_add_(): self ({_torch_dtype_name(d.dtype)}) and source '
-                           f'({_torch_dtype_name(sd.dtype)}) must have the same scalar type')
     idx = np.asarray(index._data if isinstance(index, Tensor) else index)
-    if idx.dtype.kind not in 'iu':
-        raise RuntimeError(f'index_add_(): Expected dtype int32/int64 for index but got: '
-                           f'{idx.dtype}')
+    # (PyTorch's order of checks: the index's rank, its dtype, then the source's dtype)
     if idx.ndim > 1:
         raise IndexError(f'index_add_(): Index is supposed to be a vector, got shape '
                          f'{tuple(idx.shape)}')
+    if idx.dtype.kind not in 'iu':
+        raise RuntimeError(f'index_add_(): Expected dtype int32/int64 for index but got: '
+                           f'{idx.dtype}')
+    if isinstance(source, Tensor) and sd.dtype != d.dtype:
+        raise RuntimeError(f'index_add_(): self ({_torch_dtype_name(d.dtype)}) and source '
+                           f'({_torch_dtype_name(sd.dtype)}) must have the same scalar type')
     idx = idx.reshape(-1).astype(np.int64)
     dim = _norm_dim(dim, d.ndim, 'index_add')
     shape = d.shape if d.ndim else (1,)
@@ -1087,6 +1119,11 @@ def broadcast_to(input, size):  # noqa: A002
     return input.expand(*size) if isinstance(size, (tuple, list)) else input.expand(size)
 
 
+def _broadcast_to_method(self, *size):
+    # Tensor.broadcast_to takes the sizes as one sequence or spread, as expand does
+    return broadcast_to(self, size[0] if len(size) == 1 else size)
+
+
 def logaddexp(input, other):  # noqa: A002
     """``log(exp(a) + exp(b))`` as ``a + softplus(b - a)`` where ``a >= b``, else
     ``b + softplus(a - b)``: each side smooth, so the gradients are PyTorch's
@@ -1119,6 +1156,8 @@ def logaddexp2(input, other):  # noqa: A002
 def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
     """``torch.diff``: the ``n``-th forward difference along ``dim``."""
     a = input
+    if n < 0:
+        raise RuntimeError(f'order must be non-negative but got {n}')
     if prepend is not None or append is not None:
         parts = [t if isinstance(t, Tensor) else _ops._const(t, a)
                  for t in (prepend, a, append) if t is not None]
@@ -1137,9 +1176,18 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
 
 
 def _index_pairs(np_fn):
+    name = np_fn.__name__
+
     def fn(row, col, offset=0, *, dtype=None, device=None, layout=None):
+        dt = np.dtype(np.int64 if dtype is None else dtype)
+        if dt not in (np.int32, np.int64):      # PyTorch's kernels: int and long only
+            raise NotImplementedError(f'"{name}" not implemented for '
+                                      f"'{_torch_dtype_name(dt)}'")
+        if row < 0 or col < 0:
+            which, v = ('row', row) if row < 0 else ('col', col)
+            raise RuntimeError(f'{which} must be non-negative, got{v}')
         i, j = np_fn(row, offset, col)
-        return _leaf(np.stack([i, j]).astype(np.int64 if dtype is None else np.dtype(dtype)))
+        return _leaf(np.stack([i, j]).astype(dt))
     return fn
 
 
@@ -1154,8 +1202,17 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
     a = input
     if dim is None:
         return _ix.gather(a.reshape(-1), 0, indices.reshape(-1))
+    if _np(indices).dtype != np.int64:
+        raise RuntimeError(f'torch.take_along_dim(): dtype of indices should be Long but got '
+                           f'{_torch_dtype_name(_np(indices).dtype)}')
     nd = a.dim()
-    dim = dim % nd
+    if nd == 0:
+        raise IndexError(f'Dimension specified as {dim} but tensor has no dimensions')
+    dim = _norm_dim(dim, nd, 'take_along_dim')
+    if indices.dim() != nd:
+        raise RuntimeError(f'torch.take_along_dim(): input and indices should have the same '
+                           f'number of dimensions, but got {nd} dimensions for input, and '
+                           f'{indices.dim()} dimensions for indices')
     sa, si = list(a.shape), list(indices.shape)
     shape = [max(x, y) for x, y in zip(sa, si)]
     ea = a.expand(*[sa[k] if k == dim else shape[k] for k in range(nd)])
@@ -1218,6 +1275,7 @@ _METHOD_NAMES = (
 
 _NEW_METHODS = {name: _NEW_FUNCTIONS[name] for name in _METHOD_NAMES}
 _NEW_METHODS.update({
+    'broadcast_to': _broadcast_to_method,
     'is_contiguous': is_contiguous, 'new_zeros': new_zeros, 'new_ones': new_ones,
     'new_empty': new_empty, 'new_full': new_full, 'new_tensor': new_tensor,
     'mT': _matrix_transpose('mT'), 'mH': _matrix_transpose('mH'),
@@ -1273,6 +1331,8 @@ def meshgrid(*tensors, indexing=None):
     """``torch.meshgrid``: ``indexing`` 'ij' (the default) or 'xy'."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
+    if not tensors:
+        raise RuntimeError('meshgrid expects a non-empty TensorList')
     indexing = 'ij' if indexing is None else indexing
     if indexing not in ('ij', 'xy'):
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", '
@@ -1302,6 +1362,9 @@ def meshgrid(*tensors, indexing=None):
 
 def cartesian_prod(*tensors):
     """Every combination of the 1-D inputs' elements, one row each."""
+    for t in tensors:
+        if t.dim() != 1:
+            raise RuntimeError(f'Expect a 1D vector, but got shape {list(t.shape)}')
     if len(tensors) == 1:
         return tensors[0]
     grids = meshgrid(*tensors, indexing='ij')
@@ -1312,10 +1375,20 @@ def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     """``torch.tensor_split``: ``n`` nearly equal parts (the first ``size % n`` one
     longer), or the parts between the given indices."""
     x = input
+    if x._data.ndim == 0:
+        raise RuntimeError('tensor_split expected at least a 1-dimensional tensor, but got a '
+                           'tensor with 0 dims')
     d = _norm_dim(dim, x._data.ndim, 'tensor_split')
     n = x._data.shape[d]
     ios = indices_or_sections
     if isinstance(ios, Tensor):
+        if ios._data.ndim > 1:
+            raise RuntimeError('tensor_split expected tensor_indices_or_sections to be a '
+                               'zero-dimensional or one-dimensional tensor, but got a tensor '
+                               f'with {ios._data.ndim} dims')
+        if ios._data.dtype != np.int64:
+            raise RuntimeError('tensor_split expected tensor_indices_or_sections to have dtype '
+                               f'of long, but got {_torch_dtype_name(ios._data.dtype)}')
         ios = ios._data.tolist()
     if isinstance(ios, (int, np.integer)):
         if ios <= 0:
@@ -1340,6 +1413,15 @@ def cross(input, other, dim=None):  # noqa: A002
     ``dim``, the first dimension of size 3 (``torch.cross``'s old default)."""
     a = input if isinstance(input, Tensor) else _ew._t(input)
     b = other if isinstance(other, Tensor) else _ew._t(other)
+    if a.dim() != b.dim():
+        raise RuntimeError('linalg.cross: inputs must have the same number of dimensions.')
+    if dim is not None:
+        # PyTorch checks the lengths along dim before it broadcasts
+        d = _norm_dim(dim, a.dim(), 'linalg.cross')
+        if a._data.shape[d] != 3 or b._data.shape[d] != 3:
+            raise RuntimeError(f'linalg.cross: inputs dimension {dim} must have length 3. '
+                               f'Got {a._data.shape[d]} and {b._data.shape[d]}')
+    _ops.check_broadcast('linalg.cross', a, b)
     shape = tuple(np.broadcast_shapes(a._data.shape, b._data.shape))
     if a._data.shape != shape:
         a = _ops.expand(a, *shape)
@@ -1360,8 +1442,9 @@ def cross(input, other, dim=None):  # noqa: A002
     return _sh.cat([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
 
 
-def _linalg_cross(input, other, *, dim=-1):  # noqa: A002
-    return cross(input, other, dim=dim)
+def _linalg_cross(input, other, *, dim=-1, out=None):  # noqa: A002
+    from ._out import into_out
+    return into_out(cross(input, other, dim=dim), out, 'linalg_cross', input, other)
 
 
 def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None,
@@ -1376,8 +1459,20 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
         if side not in ('left', 'right') or (right and side == 'left'):
             raise RuntimeError("torch.searchsorted(): side can only be 'left' or 'right'")
         right = side == 'right'
+    if seq.ndim == 0:
+        raise RuntimeError('torch.searchsorted(): boundaries tensor should have positive '
+                           'dimension, but got 0 dimension')
     if sorter is not None:
         srt = sorter._data if isinstance(sorter, Tensor) else np.asarray(sorter)
+        if srt.dtype != np.int64:
+            raise RuntimeError(f'torch.searchsorted(): sorter must be a tensor of long dtype '
+                               f'but got dtype {_torch_dtype_name(srt.dtype)}')
+        if srt.shape != seq.shape:
+            raise RuntimeError(f'torch.searchsorted(): boundary and sorter must have the same '
+                               f'size, but got boundary tensor {list(seq.shape)}and got sorter '
+                               f'tensor {list(srt.shape)}')
+        if srt.size and (srt.min() < 0 or srt.max() >= seq.shape[-1]):
+            raise RuntimeError('torch.searchsorted(): sorter index out of range')
         seq = np.take_along_axis(seq, srt, -1)
     how = 'right' if right else 'left'
     if seq.ndim <= 1:
@@ -1399,17 +1494,23 @@ def bincount(input, weights=None, minlength=0):  # noqa: A002
     """Counts of each value of a 1-D non-negative integer tensor (weighted sums
     with ``weights``).  Not differentiable."""
     x = input._data if isinstance(input, Tensor) else np.asarray(input)
-    if x.dtype.kind not in 'iub':
-        raise NotImplementedError(f'"bincount_cpu" not implemented for {x.dtype} (bincount of '
+    if x.dtype.kind not in 'iu':
+        raise NotImplementedError(f'"bincount_cpu" not implemented for '
+                                  f"'{_torch_dtype_name(x.dtype)}' (bincount of "
                                   f'shape {tuple(x.shape)}: integer tensors only)')
     if x.ndim != 1:
         raise RuntimeError('bincount only supports 1-d non-negative integral inputs.')
     if x.size and x.min() < 0:
         raise RuntimeError('bincount only supports 1-d non-negative integral inputs.')
+    if minlength < 0:
+        raise RuntimeError('minlength should be >= 0')
     if weights is None:
         return _leaf(np.bincount(x, minlength=minlength).astype(np.int64))
     w = weights._data if isinstance(weights, Tensor) else np.asarray(weights)
-    dt = w.dtype if w.dtype.kind == 'f' else np.float64
+    if w.ndim != 1 or w.shape[0] != x.shape[0]:
+        raise RuntimeError('weights should be 1-d and have the same length as input')
+    # float32 weights sum in float32; every other dtype (half too) in float64, as PyTorch
+    dt = np.float32 if w.dtype == np.float32 else np.float64
     return _leaf(np.bincount(x, weights=w.astype(np.float64), minlength=minlength).astype(dt))
 
 
@@ -1443,6 +1544,8 @@ def rot90(input, k=1, dims=(0, 1)):  # noqa: A002
     [[2, 4], [1, 3]]
     """
     a = _t(input)
+    if len(tuple(dims)) == 2 and _np(a).ndim < 2:
+        raise RuntimeError(f'expected total dims >= 2, but got total dims = {_np(a).ndim}')
     d0, d1 = _pair_dims(tuple(dims), _np(a).ndim, 'rot90')
     k = int(k) % 4
     if k == 1:
@@ -1583,6 +1686,40 @@ def index_copy(input, dim, index, source):  # noqa: A002
     """``input`` with the slices at ``index`` along ``dim`` replaced by ``source``'s."""
     a = _t(input)
     dim = _norm_dim(dim, _np(a).ndim, 'index_copy')
+    src = _t(source, a)
+    idx = np.asarray(_np(index) if isinstance(index, Tensor) else index)
+    sd, nd, n = _np(src).ndim, _np(a).ndim, idx.size
+    # PyTorch's checks, in its order (index_copy_ never broadcasts the source)
+    if idx.ndim > 1:
+        raise IndexError(f'index_copy_(): Index should have dimension 1 or 0 (got {idx.ndim})')
+    if sd == 0 and n != 1:
+        raise IndexError(f'index_copy_(): When source is scalar, index should have one element '
+                         f'(got {n})')
+    if sd != nd and sd != 0 and nd != 0:
+        raise IndexError(f'index_copy_(): When source and destination are not scalars, their '
+                         f'dimensionality must match. Source dimensionality ({sd}), '
+                         f'destination dimensionality ({nd})')
+    if idx.dtype != np.int64:
+        raise RuntimeError(f'index_copy_(): Expected a long tensor for index, but got '
+                           f'{_torch_dtype_name(idx.dtype)}')
+    if isinstance(source, Tensor) and _np(source).dtype != _np(a).dtype:
+        raise RuntimeError(f'index_copy_(): self and source expected to have the same dtype, '
+                           f'but got (self) {_torch_dtype_name(_np(a).dtype)} and (source) '
+                           f'{_torch_dtype_name(_np(source).dtype)}')
+    dst_slice = [k for i, k in enumerate(_np(a).shape) if i != dim]
+    src_slice = [k for i, k in enumerate(_np(src).shape) if i != dim]
+    if sd and nd and dst_slice != src_slice:
+        raise RuntimeError(f'index_copy_(): Source/destination tensor must have same slice '
+                           f'shapes. Destination slice shape: {dst_slice} at dimension {dim} and '
+                           f'source slice shape: {src_slice} at dimension 0.')
+    if sd and nd and n != _np(src).shape[dim]:
+        raise IndexError(f'index_copy_(): Number of indices ({n}) should be equal to '
+                         f'source.size(dim) ({_np(src).shape[dim]})')
+    size = _np(a).shape[dim] if nd else 1
+    if n and (idx.min() < 0 or idx.max() >= size):
+        bad = idx.reshape(-1)[(idx.reshape(-1) < 0) | (idx.reshape(-1) >= size)][0]
+        raise IndexError(f'index_copy_(): index {bad} is out of bounds for dimension {dim} '
+                         f'with size {size}')
     out = _ops.clone(a)
     out[_along(dim, _np(a).ndim, _index_array(index))] = source
     return out
@@ -1593,8 +1730,20 @@ def index_fill(input, dim, index, value):  # noqa: A002
     a = _t(input)
     d = _np(a)
     dim = _norm_dim(dim, d.ndim, 'index_fill')
+    idx = np.asarray(_np(index) if isinstance(index, Tensor) else index)
+    if idx.dtype != np.int64:
+        raise IndexError('index_fill_(): Expected dtype int64 for index.')
+    if idx.ndim > 1:
+        raise RuntimeError('Index has to be a vector/scalar')
+    size = d.shape[dim] if d.ndim else 1
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        bad = idx.reshape(-1)[(idx.reshape(-1) < -size) | (idx.reshape(-1) >= size)][0]
+        raise IndexError(f'index {bad} is out of bounds for dimension {dim} with size {size}')
     mask = np.zeros(d.shape, bool)
     mask[_along(dim, d.ndim, _index_array(index))] = True
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError(f'index_fill_ only supports a 0-dimensional value tensor, but got '
+                           f'tensor with {value.dim()} dimension(s).')
     v = value if isinstance(value, Tensor) else np.asarray(value, d.dtype)
     return _ew.where(mask, v, a)
 
@@ -1603,8 +1752,22 @@ def masked_scatter(input, mask, source):  # noqa: A002
     """``input`` with the places where ``mask`` is True filled, in order, by
     ``source``'s leading elements."""
     a = _t(input)
-    m = np.broadcast_to(_np(_t(mask)) if isinstance(mask, Tensor) else np.asarray(mask),
-                        _np(a).shape)
+    m = _np(_t(mask)) if isinstance(mask, Tensor) else np.asarray(mask)
+    try:
+        shape = np.broadcast_shapes(m.shape, _np(a).shape)
+    except ValueError:
+        raise RuntimeError(f'masked_scatter: the mask of shape {tuple(m.shape)} does not '
+                           f'broadcast to self of shape {tuple(_np(a).shape)}') from None
+    if shape != _np(a).shape:
+        a = a.expand(*shape)    # (out of place, PyTorch broadcasts self and mask together)
+    m = np.broadcast_to(m, shape)
+    if m.dtype != np.bool_:
+        raise RuntimeError(f'masked_scatter_ only supports boolean masks, but got mask with '
+                           f'dtype {_torch_dtype_name(m.dtype)}')
+    if isinstance(source, Tensor) and _np(source).dtype != _np(a).dtype:
+        raise RuntimeError(f'masked_scatter: expected self and source to have same dtypes but '
+                           f'got{_torch_dtype_name(_np(a).dtype)} and '
+                           f'{_torch_dtype_name(_np(source).dtype)}')
     k = int(m.sum())
     if k > _np(source).size:
         raise RuntimeError(f'masked_scatter: expected source to have at least {k} elements '
@@ -1616,6 +1779,15 @@ def masked_scatter(input, mask, source):  # noqa: A002
 def index_put(input, indices, values, accumulate=False):  # noqa: A002
     """``input`` with ``input[indices] = values`` (``+=`` with ``accumulate``)."""
     a = _t(input)
+    defined = [i for i in indices if i is not None]
+    # one bool mask and a one-element value: PyTorch's masked_fill, which casts the value
+    masked_fill = (not accumulate and isinstance(values, Tensor) and _np(values).size == 1
+                   and len(defined) == 1 and isinstance(defined[0], Tensor)
+                   and _np(defined[0]).dtype in (np.bool_, np.uint8))
+    if isinstance(values, Tensor) and _np(values).dtype != _np(a).dtype and not masked_fill:
+        raise RuntimeError(f'Index put requires the source and destination dtypes match, got '
+                           f'{_torch_dtype_name(_np(a).dtype)} for the destination and '
+                           f'{_torch_dtype_name(_np(values).dtype)} for the source.')
     key = tuple(_index_key(i) for i in indices)
     if not accumulate:
         out = _ops.clone(a)
@@ -1787,6 +1959,8 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     if d.ndim == 0:
         return _zero_dim_pick(a, d, dim, 'mode')
     dim = _norm_dim(dim, d.ndim, 'mode')
+    if d.shape[dim] == 0:
+        raise IndexError(f'mode(): Expected reduction dim {dim} to have non-zero size.')
     rows = np.moveaxis(d, dim, -1).reshape(-1, d.shape[dim])
     idx = np.empty(rows.shape[0], np.int64)
     for r, row in enumerate(rows):
@@ -1797,21 +1971,10 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     flat = np.take_along_axis(_flat_index(d.shape), idx, axis=dim)
     if not keepdim:
         idx, flat = np.squeeze(idx, dim), np.squeeze(flat, dim)
-    return _ValuesIndices(_pick(a, flat), _leaf(idx))
+    return values_indices('mode', _pick(a, flat), _leaf(idx))
 
 
-class _MinMax(tuple):
-    """``torch.return_types.aminmax``: a (min, max) pair."""
-    __slots__ = ()
-
-    def __new__(cls, lo, hi):
-        return tuple.__new__(cls, (lo, hi))
-
-    min = property(lambda s: s[0])
-    max = property(lambda s: s[1])
-
-    def __repr__(self):
-        return f'min={self[0]!r}, max={self[1]!r}'
+_MinMax = _return_type('aminmax', ('min', 'max'))
 
 
 def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
@@ -1831,7 +1994,14 @@ def vdot(input, other):  # noqa: A002
     return _la.dot(input, other)
 
 
-def multi_dot(tensors):
+def multi_dot(tensors, *, out=None):
+    """``torch.linalg.multi_dot`` (with ``out=``)."""
+    from ._out import into_out
+    tensors = list(tensors)
+    return into_out(_multi_dot(tensors), out, 'linalg_multi_dot', *tensors)
+
+
+def _multi_dot(tensors):
     """``torch.linalg.multi_dot``: the product of the matrices, left to right (a 1-D
     first or last tensor is a row or a column vector)."""
     tensors = list(tensors)
@@ -1940,6 +2110,10 @@ def corrcoef(input):  # noqa: A002
 def block_diag(*tensors):
     """The tensors (0-D, 1-D or 2-D) as the blocks of a block-diagonal matrix."""
     ts = [_t(t) for t in tensors]
+    for i, t in enumerate(ts):
+        if _np(t).ndim > 2:
+            raise RuntimeError(f'torch.block_diag: Input tensors must have 2 or fewer '
+                               f'dimensions. Input {i} has {_np(t).ndim} dimensions')
     blocks = [_ops.reshape(t, *((1, 1) if _np(t).ndim == 0 else (1, -1) if _np(t).ndim == 1
                                 else _np(t).shape)) for t in ts]
     dt = _dtypes.result_type(*[_np(b) for b in blocks]) if blocks else default_dtype[0]
@@ -1951,7 +2125,8 @@ def block_diag(*tensors):
         pieces = [_leaf(np.zeros((r, left), dt)), b, _leaf(np.zeros((r, width - left - c), dt))]
         rows.append(_sh.cat(pieces, 1))
         left += c
-    return _sh.cat(rows, 0) if rows else _leaf(np.zeros((0, 0), dt))
+    # (no tensors: PyTorch's 1 x 0 result)
+    return _sh.cat(rows, 0) if rows else _leaf(np.zeros((1, 0), dt))
 
 
 def histc(input, bins=100, min=0, max=0):  # noqa: A002
@@ -1962,6 +2137,8 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
         raise NotImplementedError(f'"histogram_cpu" not implemented for '
                                   f"'{_torch_dtype_name(d.dtype)}' (histc of shape "
                                   f'{tuple(d.shape)})')
+    if int(bins) <= 0:
+        raise RuntimeError(f'torch.histogram(): bins must be > 0, but got {bins} for dimension 0')
     lo, hi = float(min), float(max)
     if lo > hi:
         raise RuntimeError(f'torch.histc: max must be larger than min (got min={min}, '
@@ -1970,13 +2147,27 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
         lo, hi = float(d.min()), float(d.max())
     if lo == hi:
         lo, hi = lo - 1, hi + 1
-    counts, _ = np.histogram(d, bins=int(bins), range=(lo, hi))
-    return _leaf(counts.astype(d.dtype))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise RuntimeError(f'torch.histc: range of [{lo:g}, {hi:g}] is not finite')
+    # PyTorch's kernel: the bin by one division in the input's dtype, truncated (the
+    # last bin keeps its right edge); NumPy's histogram, with float64 edges, put
+    # values near an edge in the other bin
+    t = d.dtype.type
+    lo, hi, n = t(lo), t(hi), int(bins)
+    flat = d.reshape(-1)
+    with np.errstate(invalid='ignore'):
+        inside = flat[(flat >= lo) & (flat <= hi)]
+        pos = np.trunc((inside - lo) * t(n) / (hi - lo)).astype(np.int64)
+    pos[pos == n] = n - 1
+    return _leaf(np.bincount(pos, minlength=n).astype(d.dtype))
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):  # noqa: A002
     """The bucket index of each element among the sorted ``boundaries``."""
     x = _np(input) if isinstance(input, Tensor) else np.asarray(input)
+    if _np(boundaries).ndim != 1:
+        raise RuntimeError(f'boundaries tensor must be 1 dimension, but got '
+                           f'dim({_np(boundaries).ndim})')
     out = np.searchsorted(_np(boundaries), x, side='right' if right else 'left')
     return _leaf(np.asarray(out, np.int32 if out_int32 else np.int64))
 

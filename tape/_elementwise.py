@@ -18,6 +18,7 @@ import numpy as np
 from . import _dtypes
 from ._ops import _binary, _broadcast_error, _const, _np_sigmoid, _record_unary, _shape_str, \
     _unary, check_broadcast, empty_for, kernels_of
+from ._ops import _TORCH_DTYPE_NAMES
 from ._rules import OP
 from ._structural import record_where
 from ._tape import grad_mode, note_value_use
@@ -80,10 +81,14 @@ def _np_special(which, n=0.0):
     return f
 
 
-def _keep_int(npf):
-    """floor/ceil/round/trunc leave integer tensors as they are (NumPy makes floats)."""
+def _keep_int(npf, name):
+    """floor/ceil/round/trunc leave integer tensors as they are (NumPy makes floats);
+    PyTorch has no bool kernel for them (NumPy would keep the bools)."""
     def f(x):
-        if np.dtype(x.dtype).kind in 'iub':
+        kind = np.dtype(x.dtype).kind
+        if kind in 'iub':
+            if kind == 'b':
+                raise NotImplementedError(f'"{name}_vml_cpu" not implemented for \'Bool\'')
             return x
         return npf(x)
     return f
@@ -149,7 +154,14 @@ def digamma(a):
 
 def polygamma(n, a):
     """``torch.polygamma(n, x)``: the n-th derivative of digamma (n >= 0)."""
-    if int(n) != n or n < 0:
+    if hasattr(n, 'item') and getattr(n, 'ndim', 0) == 0:
+        n = n.item()                    # (a 0-d tensor or NumPy number, as PyTorch)
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or \
+            int(n) != n:
+        # (a whole float passes: the backward's own calls give n + 1.0)
+        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not "
+                        f"{type(n).__name__}")
+    if n < 0:
         raise RuntimeError('polygamma(n, x) does not support negative n.')
     a = _float_in(a)
     out = _np_special(4, float(n))(a._data)
@@ -200,10 +212,10 @@ def _np_sign(x):
 
 
 sign = _unary('sign', _np_sign)
-floor = _unary('floor', _keep_int(np.floor))
-ceil = _unary('ceil', _keep_int(np.ceil))
-trunc = _unary('trunc', _keep_int(np.trunc))
-_round0 = _unary('round', _keep_int(np.round))
+floor = _unary('floor', _keep_int(np.floor, 'floor'))
+ceil = _unary('ceil', _keep_int(np.ceil, 'ceil'))
+trunc = _unary('trunc', _keep_int(np.trunc, 'trunc'))
+_round0 = _unary('round', _keep_int(np.round, 'round'))
 
 
 def round(a, decimals=0):  # noqa: A001  (torch.round)
@@ -211,6 +223,10 @@ def round(a, decimals=0):  # noqa: A001  (torch.round)
     if not decimals:
         return _round0(a)
     a = _t(a)
+    if a._data.dtype.kind in 'iub':
+        # (PyTorch's round with decimals has float kernels only)
+        raise NotImplementedError(f'"round_cpu" not implemented for '
+                                  f"'{_TORCH_INT_NAMES[a._data.dtype.name]}'")
     out = np.round(a._data, decimals)
     return _with_const('round_decimals', a, out, float(decimals))
 
@@ -420,18 +436,39 @@ _BOUND_TYPES = (int, float, type(None))
 
 
 def _clamp_tensor(a, lo, hi):
-    # torch.clamp with tensor bounds: where(a < lo, lo, a), then where(. > hi, hi, .);
-    # NaN in a stays NaN (the comparisons are False)
+    # torch.clamp with tensor bounds: min(max(a, lo), hi), NaN where a or a bound is
+    # NaN (PyTorch's maximum / minimum propagate it).  The gradient goes, as
+    # PyTorch's clamp_backward and clamp_backward_min_max send it, to a where
+    # lo <= a <= hi, to lo where a < lo < hi, to hi where a > hi or hi < lo, and
+    # nowhere else (a NaN, or a outside lo == hi): there the value is a constant.
     note_value_use('clamp')
     check_broadcast('clamp', a, lo, hi)
-    y = a
-    if lo is not None:
-        lo = _t(lo, a)
-        y = where(~np.asarray(y._data < lo._data), y, lo)
+    lo = None if lo is None else _t(lo, a)
+    hi = None if hi is None else _t(hi, a)
+    ad = a._data
+    ld = None if lo is None else lo._data
+    hd = None if hi is None else hi._data
+    with np.errstate(invalid='ignore'):
+        value = ad
+        keep = True
+        if lo is not None:
+            value = np.where((value < ld) | (ld != ld), ld, value)
+            keep = ad >= ld
+            to_lo = ad < ld
+        if hi is not None:
+            value = np.where((value > hd) | (hd != hd), hd, value)
+            keep = keep & (ad <= hd)
+            to_hi = ad > hd
+        if lo is not None and hi is not None:
+            to_lo = to_lo & (ld < hd)
+            to_hi = to_hi | (hd < ld)
+    dt = _dtypes.result_type(*[d for d in (ad, ld, hd) if d is not None])
+    y = _leaf(np.asarray(value, dt))
     if hi is not None:
-        hi = _t(hi, a)
-        y = where(~np.asarray(y._data > hi._data), y, hi)
-    return y
+        y = where(to_hi, hi, y)
+    if lo is not None:
+        y = where(to_lo, lo, y)
+    return where(keep, a, y)
 
 
 def clamp_min(a, min):  # noqa: A002
@@ -537,9 +574,14 @@ def masked_fill(a, mask, value):
         shape = np.broadcast_shapes(m.shape, d.shape)
     except ValueError:
         shape = None
-    if shape != d.shape:
+    if shape is None:
         raise RuntimeError(f'masked_fill: The size of the mask {_shape_str(m.shape)} must be '
                            f'broadcastable to the size of self {_shape_str(d.shape)}')
+    if shape != d.shape:
+        # out of place, PyTorch broadcasts self and mask together (masked_fill_ still
+        # refuses: its output has self's shape)
+        a = a.expand(*shape)
+        d = a._data
     if isinstance(value, Tensor):
         if value._data.ndim != 0:
             raise RuntimeError('masked_fill only supports a 0-dimensional value tensor, but got '
@@ -654,8 +696,23 @@ def equal(a, b):
     return bool(np.shape(a._data) == np.shape(b._data) and np.array_equal(a._data, b._data))
 
 
+def _close_args(a, b, rtol, atol):
+    """isclose's operands (a Python number takes the tensor's dtype) and PyTorch's
+    checks: one dtype (no promotion) and non-negative tolerances."""
+    a = _t(a)
+    b = _t(b, a)
+    if a._data.dtype != b._data.dtype:
+        names = [_TORCH_DTYPE_NAMES.get(x._data.dtype.str[1:], str(x._data.dtype))
+                 for x in (a, b)]
+        raise RuntimeError(f'{names[0]} did not match {names[1]}')
+    for name, v in (('rtol', rtol), ('atol', atol)):
+        if v < 0:
+            raise RuntimeError(f'{name} must be greater than or equal to zero, but got {v}')
+    return a, b
+
+
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    a, b = _t(a), _t(b)
+    a, b = _close_args(a, b, rtol, atol)
     try:
         return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
     except ValueError:
@@ -663,7 +720,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    a, b = _t(a), _t(b)
+    a, b = _close_args(a, b, rtol, atol)
     try:
         return _leaf(np.isclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
     except ValueError:

@@ -11,13 +11,13 @@ which have no gradient.
 tensor(2.5000)
 """
 import builtins
-import collections
 import math
 import warnings
 
 import numpy as np
 
 from . import _ops
+from .return_types import make as _return_type
 from ._tensor import Tensor, _leaf
 
 __all__ = ['svd', 'cholesky', 'cholesky_solve', 'cholesky_inverse', 'lu', 'lu_unpack', 'lu_solve', 'triangular_solve', 'quantile',
@@ -25,10 +25,10 @@ __all__ = ['svd', 'cholesky', 'cholesky_solve', 'cholesky_inverse', 'lu', 'lu_un
            'slice_scatter', 'unravel_index', 'chain_matmul', 'gradient', 'pdist', 'nextafter',
            'vander', 'is_nonzero', 'narrow_copy', 'mvlgamma', 'i0']
 
-_SVD = collections.namedtuple('svd', ['U', 'S', 'V'])
-_LU_INFO = collections.namedtuple('_lu_with_info', ['LU', 'pivots', 'info'])
-_LU_UNPACK = collections.namedtuple('lu_unpack', ['P', 'L', 'U'])
-_TRI = collections.namedtuple('triangular_solve', ['solution', 'cloned_coefficient'])
+_SVD = _return_type('svd', ['U', 'S', 'V'])
+_LU_INFO = _return_type('_lu_with_info', ['LU', 'pivots', 'info'])
+_LU_UNPACK = _return_type('lu_unpack', ['P', 'L', 'U'])
+_TRI = _return_type('triangular_solve', ['solution', 'cloned_coefficient'])
 
 
 def _where(c, a, b):
@@ -62,7 +62,8 @@ def _warn_once(key, msg):
     """A deprecation UserWarning, once per process (torch's TORCH_WARN_ONCE)."""
     if key not in _WARNED:
         _WARNED.add(key)
-        warnings.warn(msg, UserWarning, stacklevel=3)
+        # (4: the user's line, above the function and its out= wrapper, _honour_out)
+        warnings.warn(msg, UserWarning, stacklevel=4)
 
 
 _DEPRECATED = {
@@ -125,13 +126,51 @@ def cholesky_solve(B, L, upper=False, *, out=None):
     la = _linalg()
     B = B if isinstance(B, Tensor) else _ops._const(B)
     L = L if isinstance(L, Tensor) else _ops._const(L)
+    _check_solve_inputs(B, L, 'cholesky_solve', 'cholesky_solve_cpu')
     A = L.mT @ L if upper else L @ L.mT
-    return la.solve(A, B)
+    # (B is a batch of matrices, never of vectors as linalg.solve may read it)
+    return la.solve(A, la._matrix_rhs(B, A))
+
+
+def _check_solve_inputs(b, A, name, kernel):
+    """PyTorch's checks of cholesky_solve's and triangular_solve's (b, A)."""
+    if b.dim() < 2:
+        raise RuntimeError(f'b should have at least 2 dimensions, but has {b.dim()} dimensions '
+                           f'instead')
+    if A.dim() < 2:
+        raise RuntimeError(f'u should have at least 2 dimensions, but has {A.dim()} dimensions '
+                           f'instead')
+    if b._data.dtype != A._data.dtype:
+        raise RuntimeError(f'Expected b and A to have the same dtype, but found b of type '
+                           f'{_type_name(b)} and A of type {_type_name(A)} instead.')
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f'A must be batches of square matrices, but they are {A.shape[-2]} '
+                           f'by {A.shape[-1]} matrices')
+    if A.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f'Incompatible matrix sizes for {name}: each A matrix is '
+                           f'{A.shape[-1]} by {A.shape[-1]} but each b matrix is {b.shape[-2]} '
+                           f'by {b.shape[-1]}')
+    if A._data.dtype.kind != 'f':
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(A)}\'')
+
+
+def _type_name(t):
+    from ._linalg_more import _type_name
+    return _type_name(t)
 
 
 def cholesky_inverse(L, upper=False, *, out=None):
     """``torch.cholesky_inverse``: ``A^-1`` for ``A = L L^T`` (``U^T U`` with ``upper``)."""
     L = L if isinstance(L, Tensor) else _ops._const(L)
+    if L.dim() < 2:
+        raise RuntimeError('cholesky_inverse: The input tensor A must have at least 2 '
+                           'dimensions.')
+    if L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f'cholesky_inverse: A must be batches of square matrices, but they '
+                           f'are {L.shape[-2]} by {L.shape[-1]} matrices')
+    if L._data.dtype.kind != 'f':
+        raise NotImplementedError(f'"cholesky_inverse_out_cpu" not implemented for '
+                                  f"'{_type_name(L)}'")
     n = L.shape[-1]
     eye = _leaf(np.ascontiguousarray(np.broadcast_to(np.eye(n, dtype=np.asarray(L._data).dtype),
                                                      tuple(L.shape))))
@@ -180,11 +219,14 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, 
                            f'has {b.dim()} dimensions instead' if b.dim() < 2 else
                            f'triangular_solve: Expected A to have at least 2 dimensions, but it '
                            f'has {A.dim()} dimensions instead')
+    _check_solve_inputs(b, A, 'triangular_solve', 'triangular_solve_cpu')
     _warn_once('triangular_solve', _DEPRECATED['triangular_solve'])
     M = A.mT if transpose else A
     X = _linalg().solve_triangular(M, b, upper=(upper != bool(transpose)),
                                    unitriangular=unitriangular)
-    return _TRI(X, A.clone())
+    # the coefficient broadcast to the solution's batch shape, as PyTorch clones it
+    shape = tuple(X.shape[:-2]) + tuple(A.shape[-2:])
+    return _TRI(X, (A.expand(*shape) if tuple(A.shape) != shape else A).clone())
 
 
 def chain_matmul(*matrices, out=None):
@@ -210,7 +252,7 @@ _INTERP = ('linear', 'lower', 'higher', 'midpoint', 'nearest')
 def _quantile(x, q, dim, keepdim, interpolation, ignore_nan, name):
     from ._composites import lerp, sort
     x = _t(x)
-    if x._data.dtype.kind != 'f':
+    if x._data.dtype not in (np.float32, np.float64):     # (half too: PyTorch has no kernel)
         raise RuntimeError(f'{name}() input tensor must be either float or double dtype')
     scalar_q = not isinstance(q, Tensor) or q.dim() == 0
     if isinstance(q, Tensor):
@@ -252,10 +294,12 @@ def _quantile(x, q, dim, keepdim, interpolation, ignore_nan, name):
     n = sa.shape[-1]
     lead = sa.shape[:-1]
     nq = qa.shape[0]
-    qb = qa.astype(np.float64).reshape((nq,) + (1,) * len(lead) + (1,))
+    # the ranks in the input's dtype, as PyTorch's (a float32 0.7 * 5 rounds to 3.5,
+    # which 'nearest' rounds to 4; in float64 it is just below)
+    qb = qa.astype(sa.dtype).reshape((nq,) + (1,) * len(lead) + (1,))
     if ignore_nan:
         cnt = (~np.isnan(sa)).sum(-1, keepdims=True)
-        ranks = qb * (cnt - 1)
+        ranks = qb * (cnt - 1).astype(sa.dtype)
         ranks = np.where(ranks < 0, 0, ranks)
     else:
         ranks = np.where(np.isnan(sa).any(-1, keepdims=True), n - 1.0, qb * (n - 1))
@@ -281,13 +325,17 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear', out=N
     """``torch.quantile``: the ``q``-th quantiles (a float or a 1-D tensor, whose
     dim comes first in the result) over ``dim`` (all elements when None); a row
     with a nan gives nan.  Differentiable through the sort."""
-    return _quantile(input, q, dim, keepdim, interpolation, False, 'quantile')
+    from ._out import into_out
+    return into_out(_quantile(input, q, dim, keepdim, interpolation, False, 'quantile'), out,
+                    'quantile', input, q)
 
 
 def nanquantile(input, q, dim=None, keepdim=False, *,  # noqa: A002
                 interpolation='linear', out=None):
     """``torch.nanquantile``: ``quantile`` ignoring nans (nan for an all-nan row)."""
-    return _quantile(input, q, dim, keepdim, interpolation, True, 'nanquantile')
+    from ._out import into_out
+    return into_out(_quantile(input, q, dim, keepdim, interpolation, True, 'nanquantile'), out,
+                    'nanquantile', input, q)
 
 
 # -- small elementwise / set ops ---------------------------------------------------------
@@ -573,15 +621,20 @@ def _bessel():
         # compiler/special_kernels.py: torch's Cephes expansions, in x's dtype
         return _leaf(bessel(name, np.asarray(x._data)))
 
+    def tiny(x):
+        # |x| <= eps (or NaN), PyTorch's mask: there the formulas' i1(x) / x loses
+        # all precision (and 1 / x overflows for a subnormal x)
+        d = np.asarray(x._data)
+        with np.errstate(invalid='ignore'):
+            return _ops._const(~(np.abs(d) > np.finfo(d.dtype).eps))
+
     def half_at_zero(x, d):
-        # i1'(0) and i1e'(0) are 1/2: the formulas' 1/x has no value there
-        zero = _ops._const(np.asarray(x._data) == 0)
-        return _where(zero, _ops._const(np.asarray(0.5, x._data.dtype)), d)
+        # i1'(0) and i1e'(0) are 1/2: PyTorch's constant for |x| <= eps
+        return _where(tiny(x), _ops._const(np.asarray(0.5, x._data.dtype)), d)
 
     def nonzero(x):
-        # x with 1 where it is 0 (the 1/x of the formulas below, masked by half_at_zero)
-        zero = _ops._const(np.asarray(x._data) == 0)
-        return _where(zero, _ops._const(np.ones((), x._data.dtype)), x)
+        # x with 1 where it is tiny (the 1/x of the formulas below, masked by half_at_zero)
+        return _where(tiny(x), _ops._const(np.ones((), x._data.dtype)), x)
 
     # name -> (PyTorch's node name, derivative in terms of the four functions,
     # each applied as a Function again, so that it differentiates to any order)
@@ -677,6 +730,17 @@ _range.__qualname__ = 'range'
 
 
 # -- wiring ---------------------------------------------------------------------------------
+
+def _honour_out():
+    """PyTorch's out= for the functions above that declare it but compute without it."""
+    from ._out import honour_out
+    honour_out(globals(), ['svd', 'cholesky', 'cholesky_solve', 'cholesky_inverse', 'lu',
+                           'lu_unpack', 'lu_solve', 'triangular_solve', 'chain_matmul', 'i0',
+                           '_special_i0e', '_special_i1', '_special_i1e',
+                           '_special_multigammaln'])
+
+
+_honour_out()
 
 _METHODS = ('svd', 'cholesky', 'lu', 'lu_solve', 'triangular_solve', 'quantile', 'nanquantile',
             'ldexp', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'nextafter',

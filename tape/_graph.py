@@ -12,7 +12,7 @@ import numpy as np
 
 from ._big import BIG_FLAG
 from ._rules import OP, RULES, TWO_INPUT_KINDS
-from ._tape import resolve
+from ._tape import STALE, resolve
 
 _BROADCAST = OP['broadcast']
 _PYTHON = OP['python']
@@ -27,13 +27,28 @@ _UNPACK_RAW = struct.Struct('8q').unpack_from
 
 class Node:
     """The backward of one record, as ``tensor.grad_fn`` shows it."""
-    __slots__ = ('_tape', '_rec', 'metadata', '_hint', '__weakref__')
+    __slots__ = ('_tape', '_rec', '_hint', '__weakref__')
 
     def __init__(self, tape, rec):
         self._tape = tape
         self._rec = rec
-        self.metadata = {}
         self._hint = None       # (slot, shape, dtype) of the tensor it was asked from
+
+    @property
+    def metadata(self):
+        """A dict of the user's, kept with the record: nodes are made on demand and
+        cached weakly, so the dict lives on the tape (``Tape.meta``), not here."""
+        tape, rec = self._tape, self._rec
+        while tape.alias is not None and tape.alias is not STALE:
+            rec += tape.rshift
+            tape = tape.alias
+        meta = tape.meta
+        if meta is None:
+            meta = tape.meta = {}
+        d = meta.get(rec)
+        if d is None:
+            d = meta[rec] = {}
+        return d
 
     def name(self):
         return type(self).__name__

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from . import _ops
+from ._dtypes import promote_types
 from ._ops import _record_struct, _shape_str
 from ._reductions import _flat_index, take_as
 from ._rules import OP
@@ -311,6 +312,12 @@ def _contract(x, lx, y, ly, keep, sizes):
     # broadcast size-1 dims of shared labels (ellipsis dims)
     x = _expand_labels(x, lx, sizes)
     y = _expand_labels(y, ly, sizes)
+    dx, dy = np.asarray(x._data).dtype, np.asarray(y._data).dtype
+    if not contract and dx != dy:
+        # no summed label: PyTorch multiplies (promoting); only a contraction is a bmm,
+        # which takes one dtype
+        dt = promote_types(dx, dy)
+        x, y = _ops.to(x, dt), _ops.to(y, dt)
     xb = _permute_to(x, lx, ''.join(batch + left + contract))
     yb = _permute_to(y, ly, ''.join(batch + contract + right))
     nb = int(math.prod([sizes[c] for c in batch]))

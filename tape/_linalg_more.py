@@ -1,6 +1,7 @@
 """More of ``torch.linalg``: the LU family (``lu_factor``, ``lu_factor_ex``, ``lu``,
 ``lu_solve``), the ``_ex`` variants (``solve_ex``, ``inv_ex``, ``cholesky_ex``),
-``vecdot``, ``cond``, ``tensorinv``, ``tensorsolve``, ``vander`` and ``diagonal``.
+``vecdot``, ``cond``, ``tensorinv``, ``tensorsolve``, ``vander``, ``diagonal`` and
+``householder_product``.
 
 The LU factorization is one custom Function over NumPy whose backward is PyTorch's
 ``linalg_lu_backward`` written in tape ops (so it differentiates again); everything
@@ -11,25 +12,26 @@ else is a composition of differentiable tape ops.
 >>> piv
 tensor([2, 2], dtype=tape.int32)
 """
-import collections
 
 import math
 
 import numpy as np
 
 from . import _ops
+from .return_types import make as _return_type
 from . import linalg as _L
 from ._tensor import Tensor, _leaf
 
 __all__ = ['lu_factor', 'lu_factor_ex', 'lu', 'lu_solve', 'solve_ex', 'inv_ex', 'cholesky_ex',
-           'vecdot', 'cond', 'tensorinv', 'tensorsolve', 'vander', 'diagonal']
+           'vecdot', 'cond', 'tensorinv', 'tensorsolve', 'vander', 'diagonal',
+           'householder_product']
 
-_LU_FACTOR = collections.namedtuple('linalg_lu_factor', ['LU', 'pivots'])
-_LU_FACTOR_EX = collections.namedtuple('linalg_lu_factor_ex', ['LU', 'pivots', 'info'])
-_LU = collections.namedtuple('linalg_lu', ['P', 'L', 'U'])
-_SOLVE_EX = collections.namedtuple('linalg_solve_ex', ['result', 'info'])
-_INV_EX = collections.namedtuple('linalg_inv_ex', ['inverse', 'info'])
-_CHOL_EX = collections.namedtuple('linalg_cholesky_ex', ['L', 'info'])
+_LU_FACTOR = _return_type('linalg_lu_factor', ['LU', 'pivots'])
+_LU_FACTOR_EX = _return_type('linalg_lu_factor_ex', ['LU', 'pivots', 'info'])
+_LU = _return_type('linalg_lu', ['P', 'L', 'U'])
+_SOLVE_EX = _return_type('linalg_solve_ex', ['result', 'info'])
+_INV_EX = _return_type('linalg_inv_ex', ['inverse', 'info'])
+_CHOL_EX = _return_type('linalg_cholesky_ex', ['L', 'info'])
 
 
 def _where(c, a, b):
@@ -58,8 +60,8 @@ def _lu_np(a):
     batch = a.shape[:-2]
     m, n = a.shape[-2:]
     k = min(m, n)
-    f = a.reshape((-1, m, n))
-    nb = f.shape[0]
+    nb = math.prod(batch)
+    f = a.reshape((nb, m, n))          # (not -1: ambiguous for an empty matrix)
     piv = np.zeros((nb, k), np.int32)
     info = np.zeros((nb,), np.int32)
     rows = np.arange(nb)
@@ -88,7 +90,7 @@ def _lu_np(a):
 def _perm_np(piv, m):
     """The permutation matrices ``P`` (A = P L U) from 1-based LAPACK pivots."""
     batch = piv.shape[:-1]
-    flat = piv.reshape((-1, piv.shape[-1])) - 1
+    flat = piv.reshape((math.prod(batch), piv.shape[-1])) - 1    # (-1: ambiguous when empty)
     perm = np.tile(np.arange(m), (flat.shape[0], 1))
     rows = np.arange(flat.shape[0])
     for j in range(flat.shape[1]):
@@ -286,12 +288,13 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
         raise RuntimeError('linalg.lu_solve: The input tensor B must have at least 2 dimensions.')
     n = LU.shape[-1]
     if (B.shape[-2] if left else B.shape[-1]) != n:
-        raise RuntimeError(f'linalg.lu_solve: Incompatible shapes of A and B for the equations '
+        raise RuntimeError(f'linalg.lu_solve: Incompatible shapes of A and B for the equation '
                            f'{"AX = B" if left else "XA = B"} ({n}x{n} and '
                            f'{B.shape[-2]}x{B.shape[-1]})')
     if pivots._data.dtype != np.int32:
-        raise RuntimeError('linalg.lu_solve: Expected pivots to be integers. Got '
-                           f'{pivots.dtype}')
+        raise RuntimeError('linalg.lu_solve: pivots should be a Tensor of scalar type '
+                           'torch.int32')
+    _L._floating(LU, 'torch.linalg.lu_solve', 'linalg.lu_solve_cpu')
     P, L, U = _unpack(LU, pivots)
     if not left:
         # X A = B  <=>  A^H X^H = B^H
@@ -317,6 +320,7 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
     B = _t(B, A)
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         return _L.solve(A, B, left=left)            # the same error as solve
+    _L._floating(A, 'linalg.solve', 'lu_cpu')
     info = _info(A)
     if not info.any():
         return _SOLVE_EX(_L.solve(A, B, left=left), _leaf(info))
@@ -357,6 +361,7 @@ def inv_ex(A, *, check_errors=False, out=None):
     A = _t(A)
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         return _L.inv(A)
+    _L._floating(A, 'linalg.inv')
     info = _info(A)
     if not info.any():
         return _INV_EX(_L.inv(A), _leaf(info))
@@ -489,6 +494,10 @@ def tensorsolve(A, B, dims=None, *, out=None):
     B = _t(B, A)
     if dims is not None:
         nd = A.dim()
+        for d in dims:
+            if not -nd <= d < nd:
+                raise IndexError(f'Dimension out of range (expected to be in range of '
+                                 f'[{-nd}, {nd - 1}], but got {d})')
         dims = [d % nd for d in dims]
         keep = [d for d in range(nd) if d not in dims]
         A = A.permute(*(keep + dims))
@@ -516,3 +525,50 @@ def vander(x, *, N=None):
     ones = _ops._const(np.ones(tuple(x.shape) + (1,), x._data.dtype))
     rest = x.unsqueeze(-1).expand(*(tuple(x.shape) + (n - 1,)))
     return cat([ones, rest], -1).cumprod(-1)
+
+
+def householder_product(A, tau, *, out=None):
+    """``torch.linalg.householder_product``: the first n columns of ``H_1 ... H_k``,
+    ``H_i = I - tau_i v_i v_i^T`` with ``v_i`` column i of A below the diagonal and 1
+    on it (LAPACK's orgqr).  Applied to ``I[:, :n]`` right to left in matmuls, so it
+    is differentiable (to any order) in A and tau."""
+    name = 'torch.linalg.householder_product'
+    A = _t(A)
+    tau = _t(tau, A)
+    if A.dim() < 2:
+        raise RuntimeError(f'{name}: input must have at least 2 dimensions.')
+    if tau.dim() == 0:
+        raise IndexError('Dimension specified as -1 but tensor has no dimensions')
+    m, n = A.shape[-2], A.shape[-1]
+    if m < n:
+        raise RuntimeError(f'{name}: input.shape[-2] must be greater than or equal to '
+                           f'input.shape[-1]')
+    if tau.dim() < 1 or n < tau.shape[-1]:
+        raise RuntimeError(f'{name}: input.shape[-1] must be greater than or equal to '
+                           f'tau.shape[-1]')
+    if tau.dim() != A.dim() - 1:
+        raise RuntimeError(f'{name}: Expected tau to have one dimension less than input, but '
+                           f'got tau.ndim equal to {tau.dim()} and input.ndim is equal to '
+                           f'{A.dim()}')
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f'{name}: Expected batch dimensions of tau to be equal to '
+                           f'input.shape[:-2], but got {list(tau.shape[:-1])}')
+    dt = _arr(A).dtype
+    if tau._data.dtype != dt:
+        raise RuntimeError(f'{name}: tau dtype {_type_name(tau)} does not match input dtype '
+                           f'{_type_name(A)}')
+    if dt.kind != 'f':
+        raise NotImplementedError(f'"orgqr_cpu" not implemented for \'{_dtype_name(dt)}\'')
+    eye = np.eye(m, n, dtype=dt)
+    V = A.tril(-1) + _ops._const(eye)                 # the v_i as columns
+    Q = _ops._const(np.ascontiguousarray(np.broadcast_to(eye, tuple(A.shape))))
+    for i in reversed(range(tau.shape[-1])):
+        v = V[..., :, i:i + 1]
+        Q = Q - tau[..., i:i + 1].unsqueeze(-1) * (v @ (v.mT @ Q))
+    return Q
+
+
+def _type_name(t):
+    """PyTorch's name of ``t``'s dtype (Float, Double, Long, ...)."""
+    return {'float32': 'Float', 'float64': 'Double', 'float16': 'Half',
+            'bfloat16': 'BFloat16'}.get(_arr(t).dtype.name, _dtype_name(_arr(t).dtype))

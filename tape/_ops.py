@@ -983,6 +983,7 @@ def _unary(name, npf):
     # operand (a NumPy scalar or an array of fewer than _KERNEL32_FROM
     # elements), where the wrapper would only pass it on (~0.15 us a call)
     small = getattr(npf, 'small', npf)
+    no_bool = name == 'abs'         # PyTorch has no bool kernel (NumPy's abs keeps bools)
 
     def f(a, *, out=None):
         if out is not None:         # (PyTorch's out=: tape/_out.py)
@@ -1053,6 +1054,8 @@ def _unary(name, npf):
                 t._rec = tape.n
                 tape.n += 1
                 return t
+            if no_bool and ad.dtype.kind == 'b':
+                raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
             try:
                 out = npf(ad) if ad.size < BIG or uf is None else _pooled(uf, npf, ad)
             except TypeError:

@@ -88,13 +88,15 @@ OUT_FUNCTIONS = (
     'cos cosh cross cummax cummin cumprod cumsum deg2rad diag diff digamma dot dstack empty '
     'eq erf erfc erfinv exp exp2 expm1 eye fix float_power floor floor_divide fmax fmin '
     'frac full gather gcd ge ger greater greater_equal gt heaviside histc hstack hypot '
-    'index_select inner inverse isneginf isposinf kron kthvalue lcm le lerp less less_equal '
+    'index_add index_copy index_select inner inverse isneginf isposinf kron kthvalue lcm le '
+    'lerp less less_equal '
     'lgamma linspace log log10 log1p log2 logaddexp logaddexp2 logcumsumexp logical_and '
     'logical_not logical_or logical_xor logit logspace logsumexp lt masked_select matmul '
     'max min mean median mm mode msort mv mvlgamma nan_to_num nanmean nansum ne neg negative '
     'nonzero norm normal not_equal ones outer polygamma pow prod rad2deg rand randint randn '
-    'reciprocal renorm round row_stack rsqrt sgn sigmoid sign signbit sin sinc sinh sort '
-    'sqrt square stack std sum take_along_dim tan tanh topk tril triu trunc var vdot vstack '
+    'reciprocal renorm round row_stack rsqrt searchsorted sgn sigmoid sign signbit sin sinc '
+    'sinh sort sqrt square stack std sum take take_along_dim tan tanh tensordot topk tril triu trunc '
+    'var vdot vstack '
     'where xlogy zeros').split()
 
 
@@ -106,6 +108,15 @@ def accepting_out(fn, name):
             return fn(*args, **kw)
         return into_out(fn(*args, **kw), out, name, *args, *kw.values())
     return f
+
+
+def honour_out(namespace, names, prefix=''):
+    """``out=`` for the functions ``names`` of ``namespace`` (a module's globals),
+    which declare it (as PyTorch's do) but compute without it: each is wrapped to
+    write its result into ``out`` (``prefix + name``, less a leading underscore,
+    names the op in the errors)."""
+    for name in names:
+        namespace[name] = accepting_out(namespace[name], prefix + name.lstrip('_'))
 
 
 def install(namespace):

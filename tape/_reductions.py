@@ -14,10 +14,10 @@
 >>> import tape
 >>> x = tape.tensor([[1.0, 5.0], [3.0, 2.0]], requires_grad=True)
 >>> x.max(dim=1)
-values=tensor([5., 3.], grad_fn=<MaxBackward0>), indices=tensor([1, 0])
+tape.return_types.max(
+values=tensor([5., 3.], grad_fn=<MaxBackward0>),
+indices=tensor([1, 0]))
 """
-import collections
-
 import math
 
 import numpy as np
@@ -28,20 +28,13 @@ from ._big import BIG, BasicKey, UniqueIndex
 from ._rules import OP
 from ._structural import record_cumprod, record_cumsum
 from ._out import into_out
+from .return_types import values_indices
 from ._tape import grad_mode, note_value_use
 from ._tensor import Tensor, _leaf, _norm_dim
 
 
 def _t(x):
     return x if isinstance(x, Tensor) else _ops._const(x)
-
-
-class _ValuesIndices(collections.namedtuple('_ValuesIndices', ['values', 'indices'])):
-    """``torch.return_types.max`` and friends: a (values, indices) pair."""
-    __slots__ = ()
-
-    def __repr__(self):
-        return f'values={self.values!r}, indices={self.indices!r}'
 
 
 def take_as(name, a, out, index, key=None, unique=False):
@@ -167,6 +160,8 @@ def _arg(npf, opname):
     def f(a, dim=None, keepdim=False):
         note_value_use(opname)
         d = np.asarray(_t(a)._data)
+        if d.dtype == np.bool_:
+            raise RuntimeError(f'{opname}(): does not support bool input')
         if d.size == 0 and dim is None:
             raise IndexError(f'{opname}(): Expected reduction dim to be specified for '
                              f'input.numel() == 0 (input of shape {tuple(d.shape)})')
@@ -208,7 +203,8 @@ def _extreme(a, dim, keepdim, opname, argf, take_name):
     d = np.asarray(a._data)
     dim = _one_dim(dim, d.ndim, opname)
     if d.ndim == 0:
-        return _ValuesIndices(_ops.clone(a) if a._rg else _leaf(a._data), _leaf(np.int64(0)))
+        return values_indices(opname, _ops.clone(a) if a._rg else _leaf(a._data),
+                              _leaf(np.int64(0)))
     if d.shape[dim] == 0:
         raise IndexError(f'{opname}(): Expected reduction dim {dim} to have non-zero size '
                          f'(input of shape {tuple(d.shape)})')
@@ -220,7 +216,7 @@ def _extreme(a, dim, keepdim, opname, argf, take_name):
     values = d.reshape(-1)[flat]
     # one position per output element: a large record's backward scatters
     # (tape/_big.py's UniqueIndex) instead of a bincount over the whole input
-    return _ValuesIndices(take_as(take_name, a, values, flat, unique=True),
+    return values_indices(opname, take_as(take_name, a, values, flat, unique=True),
                           _leaf(idx.astype(np.int64)))
 
 
@@ -278,7 +274,7 @@ def _picks(shape, dim, keepdim):
     return hit
 
 
-def _extreme_fast(a, d, dim, keepdim, argf, take_name):
+def _extreme_fast(a, d, dim, keepdim, argf, take_name, opname):
     """max/min along the int ``dim`` of a non-empty floating or integer array ``d``
     (``a``'s, ``dim`` in range, size along it non-zero; ``argf`` np.ndarray.argmax
     or argmin): ``_extreme``'s values, indices and record, the pick positions
@@ -300,7 +296,7 @@ def _extreme_fast(a, d, dim, keepdim, argf, take_name):
     values = d.reshape(-1)[flat]
     # one position per output element: a large record's backward scatters
     # (tape/_big.py's UniqueIndex) instead of a bincount over the whole input
-    return _ValuesIndices(take_as(take_name, a, values, flat, unique=True), _leaf(idx))
+    return values_indices(opname, take_as(take_name, a, values, flat, unique=True), _leaf(idx))
 
 
 _I64 = np.dtype(np.int64)
@@ -318,7 +314,7 @@ def _max_min(npf, argf, opname, take_name, binary, arg_method):
                 if nd and -nd <= dim < nd and d.shape[dim] and (keepdim is False
                                                                 or keepdim is True):
                     note_value_use(opname)      # which element wins (and ties) is baked in
-                    return _extreme_fast(a, d, dim, keepdim, arg_method, take_name)
+                    return _extreme_fast(a, d, dim, keepdim, arg_method, take_name, opname)
         a = _t(a)
         if not isinstance(dim, Tensor):
             note_value_use(opname)          # which element wins (and ties) is baked in
@@ -511,6 +507,9 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
         out = _norm2_all(a, keepdim)
         if out is not None:
             return out
+    if isinstance(ord, str):
+        raise TypeError("linalg_vector_norm(): argument 'ord' (position 2) must be Number, "
+                        "not str")
     a = _t(a)
     if dtype is not None:
         a = _ops.to(a, dtype)
@@ -523,14 +522,17 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     else:
         dims = _dims(dim, d.ndim, 'linalg.vector_norm') if d.ndim else None
     p = float(ord)
+    if (p < 0 or p == float('inf')) and d.size == 0:
+        _empty_norm_error(ord, dim, d.shape, dims)
     if p == float('inf'):
         return amax(_ops.abs_(a), dims if dims is not None else (), keepdim)
     if p == float('-inf'):
         return amin(_ops.abs_(a), dims if dims is not None else (), keepdim)
     if p == 0:
-        nz = _ops.mul(_ops.sum_(_ops.mul(_ops.abs_(a), 0.0), dims, keepdim), 0.0)
-        cnt = np.sum(d != 0, axis=dims, keepdims=keepdim).astype(d.dtype)
-        return _ops.add(nz, _leaf(cnt))
+        cnt = np.asarray(np.sum(d != 0, axis=dims, keepdims=keepdim).astype(d.dtype))
+        if a._rg and grad_mode.enabled:
+            return _count_nonzero_fn().apply(a, cnt)
+        return _leaf(cnt)
     if p == 1:
         return _ops.sum_(_ops.abs_(a), dims, keepdim)
     if p == 2 and dims is None and d.dtype == np.float32 and d.flags.c_contiguous and d.size:
@@ -550,6 +552,43 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     else:
         s = _ops.sum_(_ops.pow_(_ops.abs_(a), p), dims, keepdim)
     return _root(s, 'norm_root', 1.0 / p)
+
+
+def _empty_norm_error(ord, dim, shape, dims):  # noqa: A002
+    """PyTorch's RuntimeError for a norm without an identity (inf, -inf, p < 0) over
+    an empty dim, or over all of an empty tensor."""
+    p = float(ord)
+    name = str(int(p)) if p.is_integer() else str(p)
+    if dims is None:
+        raise RuntimeError(f'linalg.vector_norm cannot compute the {name} norm on an empty '
+                           f'tensor because the operation does not have an identity')
+    for given in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+        if shape[given] == 0:
+            raise RuntimeError(f'linalg.vector_norm cannot compute the {name} norm on the '
+                               f'dimension {given}because this dimension is empty and the '
+                               f'operation does not have an identity')
+
+
+_COUNT = []
+
+
+def _count_nonzero_fn():
+    """The 0-"norm" (the count of nonzeros) as a node that requires grad but passes
+    none back: PyTorch's backward gives no gradient (None, not zeros) for ord 0."""
+    if not _COUNT:
+        from .autograd import Function
+
+        class LinalgVectorNorm(Function):
+            @staticmethod
+            def forward(ctx, a, cnt):
+                return _leaf(cnt)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return None, None
+        LinalgVectorNorm._backward_name = 'LinalgVectorNormBackward0'
+        _COUNT.append(LinalgVectorNorm)
+    return _COUNT[0]
 
 
 def _negative_norm_with_zeros(a, d, p, dims, keepdim):
@@ -725,4 +764,7 @@ def count_nonzero(a, dim=None):
     d = np.asarray(_t(a)._data)
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return _leaf(np.int64(np.count_nonzero(d)))     # (dim=() counts all, as PyTorch)
-    return _leaf(np.count_nonzero(d, axis=_dims(dim, d.ndim, 'count_nonzero')).astype(np.int64))
+    axes = _dims(dim, d.ndim, 'count_nonzero')
+    if d.ndim == 0:         # (a scalar's dim 0 / -1: numpy has no axis to count along)
+        return _leaf(np.int64(np.count_nonzero(d)))
+    return _leaf(np.count_nonzero(d, axis=axes).astype(np.int64))

@@ -121,7 +121,7 @@ class Tape:
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
-                 'big', 'nonfloat_saved', 'strided_saved', 'hooked', '__weakref__')
+                 'big', 'nonfloat_saved', 'strided_saved', 'hooked', 'meta', '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -159,6 +159,7 @@ class Tape:
         self.freed = None       # (V, A lengths) dropped when every record died
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
+        self.meta = None        # {record: its grad_fn's metadata dict}
         self.hooked = None      # True once a saved-tensor hook packed a value (_saved_hooks.py)
 
     # -- recording helpers ---------------------------------------------
@@ -568,6 +569,10 @@ def merge(dst, src):
         dst.dead = dead
         dst.dead_upto = 0
     dst.packed = None
+    if src.meta:
+        dst.meta = dst.meta or {}
+        dst.meta.update({k + rs: d for k, d in src.meta.items()})
+        src.meta = None
     src.nodes = None
     src.alias = dst
     src.gshift = shift

@@ -76,6 +76,9 @@ def _spec(tree):
     """A short description of a pytree's structure, for error messages."""
     if isinstance(tree, dict):
         return 'dict{' + ', '.join(f'{k!r}: {_spec(v)}' for k, v in tree.items()) + '}'
+    if isinstance(tree, tuple) and hasattr(tree, '_fields'):     # a namedtuple, as torch's
+        return (type(tree).__name__ + '('
+                + ', '.join(f'{f}={_spec(v)}' for f, v in zip(tree._fields, tree)) + ')')
     if isinstance(tree, tuple):
         return '(' + ', '.join(_spec(v) for v in tree) + (',)' if len(tree) == 1 else ')')
     if isinstance(tree, list):
@@ -294,11 +297,12 @@ def _vmap_call(func, name, in_dims, out_dims, randomness, args, kwargs):
             bad = next(type(v) for v in vals if not isinstance(v, Tensor))
             raise ValueError(f'vmap({name}, ...): `{name}` must only return Tensors, got type '
                              f'{bad}. Did you mean to set out_dims= to None for output?')
+        n = v0.dim() + 1
+        if not -n <= d < n:
+            # (checked here, not by stack, for torch's message: it names no op)
+            raise IndexError(f'Dimension out of range (expected to be in range of '
+                             f'[{-n}, {n - 1}], but got {d})')
         if B == 0:
-            n = v0.dim() + 1
-            if not -n <= d < n:
-                raise IndexError(f'Dimension out of range (expected to be in range of '
-                                 f'[{-n}, {n - 1}], but got {d})')
             shape = list(v0.shape)
             shape.insert(d % n, 0)
             outs.append(zeros(tuple(shape), dtype=v0.dtype))

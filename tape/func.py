@@ -26,7 +26,7 @@ import weakref
 import numpy as np
 
 from . import autograd
-from ._grad_mode import enable_grad
+from ._grad_mode import inference_mode, is_grad_enabled
 from ._tape import resolve
 from ._tensor import Tensor, _leaf
 from ._vmap import _leaves, _rebuild, _spec, vmap
@@ -39,12 +39,19 @@ class _NotScalarError(TypeError, RuntimeError):
     """PyTorch raises RuntimeError here; tape has raised TypeError: either catches it."""
 
 
+def _recording():
+    """Ops recorded for a transform's own work, as torch.func's transforms have it
+    even inside ``no_grad`` or ``inference_mode`` (where ``enable_grad`` yields)."""
+    return inference_mode(False)
+
+
 def _as_input(x):
     """What the function runs on: a view of ``x`` when it requires grad (only the
     argument's own path is differentiated, and the result stays connected to
-    ``x``'s graph, as in ``torch.func``), else a fresh leaf that requires grad."""
+    ``x``'s graph, as in ``torch.func``), else a fresh leaf that requires grad.
+    (Under ``no_grad`` no result connects to an outer graph: a fresh leaf too.)"""
     if isinstance(x, Tensor):
-        if x._rg:
+        if x._rg and is_grad_enabled():
             return x.view_as(x)
         return _leaf(x._data).requires_grad_()
     arr = np.asarray(x)
@@ -77,6 +84,8 @@ def _map(fn, tree):
     if isinstance(tree, Tensor):
         return fn(tree)
     if isinstance(tree, (tuple, list)):
+        if hasattr(tree, '_fields'):            # a namedtuple takes its fields one by one
+            return type(tree)(*(_map(fn, t) for t in tree))
         return type(tree)(_map(fn, t) for t in tree)
     if isinstance(tree, dict):
         return {k: _map(fn, v) for k, v in tree.items()}
@@ -103,7 +112,13 @@ def _outer_leaves(tensors, own):
     running = _active.ids
     tapes, out = set(), {}
     for t in tensors:
-        if t._rg and t._tape is not None:
+        if t._rg and t._tape is None:
+            # a leaf on no tape (a parameter returned as is, a cotangent or tangent
+            # that requires grad): it is an outer leaf itself, as in torch.func
+            i = id(t)
+            if i not in skip and (i in running or _FRESH.get(i) is not t):
+                out.setdefault(i, t)
+        elif t._rg and t._tape is not None:
             tp = resolve(t)
             if id(tp) in tapes:
                 continue
@@ -116,10 +131,12 @@ def _outer_leaves(tensors, own):
 
 
 class _Outer:
-    """Decides, per result tensor, whether it stays connected to the outer graph."""
+    """Decides, per result tensor, whether it stays connected to the outer graph
+    (never when the transform was called with grad mode off, ``on`` False: as in
+    torch.func, the outer graph records nothing then)."""
 
-    def __init__(self, tensors, own):
-        self.leaves = _outer_leaves(tensors, own)
+    def __init__(self, tensors, own, on=True):
+        self.leaves = _outer_leaves(tensors, own) if on else []
 
     def __bool__(self):
         return bool(self.leaves)
@@ -160,13 +177,49 @@ def _tangent_reached(out, leaves, seed=None):
     return [g is not None and '_fwad_fake' in x.__dict__ for x, g in zip(leaves, gs)]
 
 
-class _Running:
-    """Registers a transform's fresh inputs, and marks them running while ``fn`` runs."""
+def _with_leaves(outer, tensors, own):
+    """``outer`` joined by the outer leaves of ``tensors`` (the cotangents or
+    tangents a transform was given: a result they reach stays connected to them)."""
+    more = [x for x in _outer_leaves([t for t in tensors if isinstance(t, Tensor)], own)
+            if not any(x is y for y in outer.leaves)]
+    if not more:
+        return outer
+    both = _Outer((), ())
+    both.leaves = outer.leaves + more
+    return both
 
-    def __init__(self, inputs):
+
+class _Running:
+    """Registers a transform's fresh inputs, and marks them running while ``fn`` runs.
+    ``given``: the arguments ``inputs`` were made from (``_as_input``)."""
+
+    def __init__(self, inputs, given=()):
         self.own = [x for x in inputs if x._tape is None]
         for x in self.own:
             _FRESH[id(x)] = x
+        self.on = is_grad_enabled()         # (made before the transform records)
+        # the inputs made of tensor arguments, with those arguments
+        self.views = [(m, g) for m, g in zip(inputs, given)
+                      if m is not g and isinstance(g, Tensor)]
+
+    def keeper(self, outer, give_back=True):
+        """What ``outer.keep`` makes of what the function returned, except that a
+        leaf that requires grad returned as is stays that tensor (even under
+        ``no_grad``), and, with ``give_back``, an input returned as is is the
+        argument it was made of (torch.func's reverse-mode transforms give back
+        the tensor itself; jvp and jacfwd a new one)."""
+        views = self.views if give_back else ()
+
+        def keep(t):
+            for m, g in views:
+                if t is m:
+                    return g
+            if isinstance(t, Tensor) and t._rg and t._tape is None:
+                i = id(t)       # (not a finished transform's own input)
+                if i in _active.ids or _FRESH.get(i) is not t:
+                    return t
+            return outer.keep(t)
+        return keep
 
     def __enter__(self):
         self.prev = _active.ids
@@ -179,10 +232,12 @@ class _Running:
 
 
 def _split_aux(fn, out, has_aux, api):
+    """``(output, aux)``; ``api`` is how PyTorch's message names the transform
+    (grad's is grad_and_value's, jacrev's vjp's and jacfwd's jvp's, as there)."""
     if not has_aux:
         return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise RuntimeError(f'{api}(f)(*args): output of function f should be a tuple: '
+        raise RuntimeError(f'{api}: output of function f should be a tuple: '
                            '(output, aux) if has_aux is True')
     return out
 
@@ -202,23 +257,42 @@ def _check_scalar(fn, out, zero_dim=False):
             'Maybe you wanted to use the vjp or jacrev APIs instead?')
 
 
-def _enter(args, nums):
+def _check_dual(t, name):
+    """torch.func's forward-mode transforms make a dual of each primal: one that
+    is not floating point (or a tangent that is not) raises make_dual's ValueError
+    (the message names the dtype as tape.autograd.forward_ad.make_dual's does)."""
+    if isinstance(t, Tensor) and t._data.dtype.kind not in 'fc':
+        from ._tensor import DTYPE_NAMES
+        dt = DTYPE_NAMES.get(t._data.dtype, str(t._data.dtype))
+        raise ValueError(f'Expected {name} to be floating point or complex, but got: '
+                         f'{dt.replace("tape.", "torch.")}')
+
+
+def _enter(args, nums, forward=False):
     """The call's arguments with the differentiated ones (``nums``) made inputs
-    of this transform, those inputs, and the run that watches them."""
+    of this transform, those inputs, and the run that watches them (``forward``:
+    the transform is a forward-mode one of torch.func, which checks dtypes so)."""
     args = list(args)
+    for i in nums:
+        if not isinstance(i, int):
+            raise RuntimeError(f'argnum must be int, got: {type(i)}')
+        if not -len(args) <= i < len(args):
+            raise RuntimeError(f'Got argnum={i}, but only {len(args)} positional inputs')
+    # wrapped first, as torch does: (0, -2) of two arguments names the first twice
+    nums = tuple(i % len(args) for i in nums)
     if not nums:
         raise RuntimeError('argnums must be non-empty')
     if len(set(nums)) != len(nums):
         raise RuntimeError(f'argnums elements must be unique, got {nums}')
+    inputs, trees, given = [], [], []
     for i in nums:
-        if not isinstance(i, int):
-            raise RuntimeError(f'argnums must be int or Tuple[int, ...], got: {type(i)}')
-        if not -len(args) <= i < len(args):
-            raise RuntimeError(f'Got argnum={i}, but only {len(args)} positional inputs')
-    inputs, trees = [], []
+        if forward:
+            for x in _leaves(args[i]):
+                _check_dual(x, 'primal')
     for i in nums:
         # an argument may be a pytree (tuples, lists, dicts) of tensors, as in torch.func:
         # each leaf is an input, and its gradient comes back in the same structure
+        given.extend(_leaves(args[i]))
         made = [_as_input(x) for x in _leaves(args[i])]
         trees.append((args[i], len(made)))
         args[i] = _rebuild(args[i], iter(made))
@@ -228,17 +302,19 @@ def _enter(args, nums):
         """Per-input results (in ``inputs``' order) as one pytree per argnum."""
         it = iter(flat)
         return tuple(_rebuild(tree, it) for tree, _ in trees)
-    return args, inputs, _Running(inputs), regroup
+    return args, inputs, _Running(inputs, given), regroup
 
 
 def _value_and_grad(fn, argnums, has_aux, args, kwargs, api):
     nums = _argnums(argnums)
     args, inputs, run, regroup = _enter(args, nums)
-    with enable_grad():
+    with _recording():
         with run:
-            out, aux = _split_aux(fn, fn(*args, **kwargs), has_aux, api)
+            out, aux = _split_aux(fn, fn(*args, **kwargs), has_aux,
+                                  'value_and_grad(f)(*args)' if api == 'value_and_grad'
+                                  else 'grad_and_value(f)(*args)')
         _check_scalar(fn, out, zero_dim=api != 'value_and_grad')
-        outer = _Outer([out, *_tensors(aux)], run.own)
+        outer = _Outer([out, *_tensors(aux)], run.own, run.on)
         value = out.detach()
         if not out._rg:
             grads = tuple(_leaf(np.zeros_like(x._data)) for x in inputs)
@@ -267,7 +343,7 @@ def _value_and_grad(fn, argnums, has_aux, args, kwargs, api):
     g = regroup(grads)
     g = g[0] if isinstance(argnums, int) else g
     if has_aux:
-        value = (value, _map(outer.keep, aux))
+        value = (value, _map(run.keeper(outer), aux))
     return value, g
 
 
@@ -305,6 +381,10 @@ def grad(fn, argnums=0, has_aux=False):
     return wrapped
 
 
+_VJP = 'vjp(f, *primals)'
+_JVP = 'jvp(f, primals, tangents)'
+
+
 def _check_outputs(out, api, floating=True):
     """The tensors of ``out`` (a pytree), after torch.func's checks: not empty, only
     tensors, and (``floating``: reverse mode) only floating ones."""
@@ -335,11 +415,11 @@ def vjp(fn, *primals, has_aux=False):
     (tensor([2., 6.]),)
     """
     inputs = [_as_input(x) for x in _leaves(primals)]      # primals may be pytrees
-    run = _Running(inputs)
-    with enable_grad(), run:
-        out, aux = _split_aux(fn, fn(*_rebuild(tuple(primals), iter(inputs))), has_aux, 'vjp')
-    outs = _check_outputs(out, 'vjp(f, *primals)')
-    outer = _Outer([*outs, *_tensors(aux)], run.own)
+    run = _Running(inputs, _leaves(primals))
+    with _recording(), run:
+        out, aux = _split_aux(fn, fn(*_rebuild(tuple(primals), iter(inputs))), has_aux, _VJP)
+    outs = _check_outputs(out, _VJP)
+    outer = _Outer([*outs, *_tensors(aux)], run.own, run.on)
 
     def pullback(cotangent, retain_graph=True, create_graph=None):
         if _spec(cotangent) != _spec(out):
@@ -350,16 +430,19 @@ def vjp(fn, *primals, has_aux=False):
         pairs = [(o, c) for o, c in zip(outs, cots) if o._rg]
         if not pairs:
             return _rebuild(tuple(primals), (_leaf(np.zeros_like(x._data)) for x in inputs))
-        with enable_grad():
-            # (torch.func's create_graph=None: connected to enclosing levels, here the outer graph)
-            cg = bool(outer) and create_graph is not False
+        # (torch.func's create_graph=None: connected to enclosing levels when grad mode
+        # is on, here the outer graph, which a cotangent that requires grad is part of)
+        on = is_grad_enabled() if create_graph is None else bool(create_graph)
+        keep = _with_leaves(outer, [c for _, c in pairs], run.own) if on else _Outer((), ())
+        with _recording():
+            cg = bool(keep)
             gs = autograd.grad([o for o, _ in pairs], inputs, grad_outputs=[c for _, c in pairs],
                                retain_graph=retain_graph, create_graph=cg,
                                allow_unused=True, materialize_grads=True)
-        return _rebuild(tuple(primals), (outer.keep(g) for g in gs))
-    res = _map(outer.keep, out)
+        return _rebuild(tuple(primals), (keep.keep(g) for g in gs))
+    res = _map(run.keeper(outer), out)
     if has_aux:
-        return res, pullback, _map(outer.keep, aux)
+        return res, pullback, _map(run.keeper(outer), aux)
     return res, pullback
 
 
@@ -376,23 +459,36 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """
     if not (chunk_size is None or chunk_size > 0):
         raise ValueError('jacrev: `chunk_size` should be greater than 0.')
-    return _jacobian(func, argnums, has_aux, 'vjp(f, *primals)')
+    return _jacobian(func, argnums, has_aux, _VJP)
 
 
-def _jacobian(func, argnums, has_aux, api):
+def _jacobian(func, argnums, has_aux, api, randomness=None):
     """``jacrev``'s transform; ``api`` names the checks' PyTorch function (jacfwd's
-    are jvp's, which also takes integer outputs)."""
+    are jvp's, which also takes integer outputs and gives the Jacobian in the
+    output's dtype, a tangent's; ``randomness``: jacfwd's)."""
     nums = _argnums(argnums)
+    fwd = api == _JVP
 
     @functools.wraps(func)
     def wrapped(*args, **kwargs):
         from . import stack
-        args, inputs, run, regroup = _enter(args, nums)
-        with enable_grad():
+        from ._vmap import _RANDOM_ERROR, _global_rng
+        args, inputs, run, regroup = _enter(args, nums, forward=fwd)
+        rng = _global_rng()
+        gen0 = rng[0]
+        state0 = gen0.bit_generator.state if randomness == 'error' else None
+        with _recording():
             with run:
-                out, aux = _split_aux(func, func(*args, **kwargs), has_aux, 'jacrev')
-            _check_outputs(out, api, floating=api.startswith('vjp'))
-            outer = _Outer([*_tensors(out), *_tensors(aux)], run.own)
+                out, aux = _split_aux(func, func(*args, **kwargs), has_aux, api)
+            if randomness == 'error' and (rng[0] is not gen0
+                                          or gen0.bit_generator.state != state0):
+                # torch's jacfwd runs func under vmap, which refuses random ops by
+                # default (seen, as vmap sees it, by the global generator moving)
+                rng[0] = gen0
+                gen0.bit_generator.state = state0
+                raise RuntimeError(_RANDOM_ERROR)
+            _check_outputs(out, api, floating=not fwd)
+            outer = _Outer([*_tensors(out), *_tensors(aux)], run.own, run.on)
 
             def jac(o):
                 od = o._data
@@ -412,17 +508,20 @@ def _jacobian(func, argnums, has_aux, api):
                 res = []
                 for x, r in zip(inputs, rows):
                     shape = tuple(od.shape) + tuple(x._data.shape)
+                    dt = od.dtype if fwd else x._data.dtype
                     if not r:
-                        res.append(_leaf(np.zeros(shape, dtype=x._data.dtype)))
+                        res.append(_leaf(np.zeros(shape, dtype=dt)))
                     elif any(g._rg for g in r):
-                        res.append(outer.keep(stack(r, dim=0).reshape(shape)))
+                        j = stack(r, dim=0).reshape(shape)
+                        res.append(outer.keep(j if j.dtype == dt else j.to(dt)))
                     else:
-                        res.append(_leaf(np.stack([g._data for g in r]).reshape(shape)))
+                        res.append(_leaf(np.stack([g._data for g in r]).reshape(shape)
+                                         .astype(dt, copy=False)))
                 res = regroup(res)
                 return res[0] if isinstance(argnums, int) else res
             result = _map(jac, out)
         if has_aux:
-            return result, _map(outer.keep, aux)
+            return result, _map(run.keeper(outer, give_back=not fwd), aux)
         return result
     return wrapped
 
@@ -434,13 +533,14 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness='error'):
     tape has no forward-mode AD: this computes the same Jacobian as ``jacrev``,
     by one reverse sweep per output element, so it costs ``jacrev``'s time (a
     function with many outputs and few inputs is where forward mode would have
-    been cheaper).  ``randomness`` is accepted for torch.func's signature (there
-    is no vmap inside, so random ops simply run once).
+    been cheaper).  ``randomness`` is vmap's: with ``'error'`` (the default) a
+    draw from tape's global generator in ``func`` raises, as under torch's vmap;
+    otherwise random ops simply run once (there is no vmap inside).
     """
     if randomness not in ('error', 'different', 'same'):
         raise RuntimeError("Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
-    return _jacobian(func, argnums, has_aux, _JVP)
+    return _jacobian(func, argnums, has_aux, _JVP, randomness)
 
 
 def hessian(func, argnums=0):
@@ -456,9 +556,6 @@ def hessian(func, argnums=0):
     return jacfwd(jacrev(func, argnums), argnums)
 
 
-_JVP = 'jvp(f, primals, tangents)'
-
-
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """As ``torch.func.jvp``: ``(func(*primals), J @ tangents)`` (with ``has_aux``,
     ``func`` returns ``(output, aux)`` and this gives ``(output, jvp_out, aux)``).
@@ -466,7 +563,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     Computed without forward-mode AD, by the double-vjp trick: ``J v`` is the
     gradient, with respect to a dummy cotangent ``u``, of ``(J^T u) . v``, two
     reverse sweeps, the first recorded.  The results are differentiable and
-    stay connected to an enclosing transform's inputs, as ``vjp``'s do.
+    stay connected to an enclosing transform's inputs, as ``vjp``'s do.  With
+    ``strict``, an output that does not depend on the primals raises, as in PyTorch.
 
     >>> import tape
     >>> tape.func.jvp(tape.sin, (tape.tensor([0.0, 1.0]),), (tape.tensor([1.0, 1.0]),))[1]
@@ -477,17 +575,22 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         raise RuntimeError(f'{_JVP}: Expected primals to be a tuple. E.g. it should be valid '
                            'to call f(*primals).')
     p_leaves, t_leaves = _leaves(primals), _leaves(tangents)
-    if not p_leaves:
-        raise RuntimeError(f'{_JVP}: Expected primals to contain at least one Tensor.')
+    # torch's checks, in its order: the structures, then each side's leaves
     if _spec(primals) != _spec(tangents):
         raise RuntimeError(f'{_JVP}: Expected primals and tangents to have the same python '
                            'structure. For example, if primals is a tuple of 3 tensors, '
                            'tangents also must be. Got primals with structure '
                            f'{_spec(primals)} and tangents with structure {_spec(tangents)}')
+    for what, ls in (('primals', p_leaves), ('tangents', t_leaves)):
+        if not ls:
+            raise RuntimeError(f'{_JVP}: Expected {what} to contain at least one Tensor.')
+        for x in ls:
+            if not isinstance(x, Tensor):
+                raise RuntimeError(f'{_JVP}: Expected {what} to only contain Tensors, got '
+                                   f'{type(x)}')
     for p, t in zip(p_leaves, t_leaves):
-        if not isinstance(p, Tensor) or not isinstance(t, Tensor):
-            raise RuntimeError(f'{_JVP}: Expected primals and tangents to be tensors, '
-                               f'got {type(p)} and {type(t)}')
+        _check_dual(p, 'primal')
+        _check_dual(t, 'tangent')
         if tuple(p.shape) != tuple(t.shape):
             raise RuntimeError('Trying to set a forward gradient that has a different size '
                                'than that of the original Tensor, this is not supported. '
@@ -495,16 +598,24 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                                f'gradient is of size {list(t.shape)}.')
     inputs = [_as_input(x) for x in p_leaves]
     run = _Running(inputs)
-    with enable_grad():
+    with _recording():
         with run:
-            out, aux = _split_aux(func, func(*_rebuild(primals, iter(inputs))), has_aux, 'jvp')
+            out, aux = _split_aux(func, func(*_rebuild(primals, iter(inputs))), has_aux, _JVP)
         outs = _leaves(out)
         for o in outs:
             if not isinstance(o, Tensor):
-                raise RuntimeError(f'{_JVP}: Expected f(*primals) to return only tensors, got '
+                raise RuntimeError(f'{_JVP}: expected f(*primals) to return only tensors, got '
                                    f'unsupported type {type(o)}')
-        outer = _Outer([*outs, *_tensors(aux)], run.own)
+        outer = _Outer([*outs, *_tensors(aux)], run.own, run.on)
         live = [k for k, o in enumerate(outs) if o._rg]
+        if strict and any(
+                k not in live or not any(g is not None for g in autograd.grad(
+                    outs[k], inputs, _leaf(np.ones_like(outs[k]._data)), retain_graph=True,
+                    allow_unused=True)) for k in range(len(outs))):
+            # (an output whose graph the inputs are not on: PyTorch's has no tangent)
+            raise RuntimeError('jvp(f, primals, tangents, strict=True): The output of f is '
+                               'independent of the inputs. This is not allowed with '
+                               'strict=True.')
         tangent_outs = [None] * len(outs)
         if live:
             us = [zeros_like(outs[k]).requires_grad_() for k in live]
@@ -513,18 +624,20 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                                create_graph=True, allow_unused=True)
             pairs = [(g, t) for g, t in zip(gs, t_leaves) if g is not None and g._rg]
             if pairs:
+                keep = _with_leaves(outer, [t for _, t in pairs], run.own) if run.on else outer
                 jv = autograd.grad([g for g, _ in pairs], us,
                                    grad_outputs=[t.to(g.dtype) for g, t in pairs],
-                                   create_graph=bool(outer), allow_unused=True,
+                                   create_graph=bool(keep), allow_unused=True,
                                    materialize_grads=True)
                 for k, j in zip(live, jv):
-                    tangent_outs[k] = outer.keep(j)
+                    tangent_outs[k] = keep.keep(j)
         for k, o in enumerate(outs):
             if tangent_outs[k] is None:
                 tangent_outs[k] = _leaf(np.zeros_like(o._data))
-    res = (_map(outer.keep, out), _rebuild(out, iter(tangent_outs)))
+    keep = run.keeper(outer, give_back=False)
+    res = (_map(keep, out), _rebuild(out, iter(tangent_outs)))
     if has_aux:
-        return res + (_map(outer.keep, aux),)
+        return res + (_map(keep, aux),)
     return res
 
 
@@ -533,9 +646,28 @@ def linearize(func, *primals):
     ``jvp_fn(*tangents)`` is ``jvp(func, primals, tangents)[1]``.  tape stores no
     linearized graph: each ``jvp_fn`` call runs ``func`` again (two reverse
     sweeps, see ``jvp``)."""
+    from ._tensor import DTYPE_NAMES
+    p_leaves = _leaves(primals)
+    for p in p_leaves:
+        _check_dual(p, 'primal')
     out = vjp(func, *primals)[0]
 
     def jvp_fn(*tangents):
+        # torch's checks of the tangents against the primals' structure, shapes and dtypes
+        if _spec(tangents) != _spec(primals):
+            raise RuntimeError(f'Expected the tangents {_spec(tangents)} to have the same '
+                               f'argspec as the primals {_spec(primals)}')
+        for idx, (p, t) in enumerate(zip(p_leaves, _leaves(tangents))):
+            if isinstance(p, Tensor) and isinstance(t, Tensor):
+                if tuple(t.shape) != tuple(p.shape):
+                    raise RuntimeError(f'tangent:{idx} with shape {t.shape} in flattened '
+                                       f"pytree doesn't match the shape {p.shape} of the "
+                                       'corresponding primal.')
+                if t.dtype != p.dtype:
+                    raise RuntimeError(
+                        f'tangent:{idx} with dtype {DTYPE_NAMES.get(t._data.dtype)} in '
+                        f"flattened pytree doesn't match the dtype "
+                        f'{DTYPE_NAMES.get(p._data.dtype)} of the corresponding primal.')
         return jvp(func, primals, tangents)[1]
     return out, jvp_fn
 
@@ -687,3 +819,57 @@ def stack_module_state(models):
 
 
 __all__ += ['stack_module_state']
+
+
+def functionalize(func, *, remove='mutations'):
+    """As ``torch.func.functionalize``: ``func`` with its mutations removed.  tape
+    runs eagerly and records no program to rewrite, so the function runs as it
+    is: the values, the gradients and the inputs' mutations are the ones
+    functionalization keeps.  With ``remove='mutations_and_views'`` an output
+    that is a view (of an input) comes back as a copy, as PyTorch's does.
+
+    >>> import tape
+    >>> tape.func.functionalize(lambda x: x.clone().add_(1) * 2)(tape.zeros(2))
+    tensor([2., 2.])
+    """
+    if remove not in ('mutations', 'mutations_and_views'):
+        raise RuntimeError(
+            f"functionalize(f, remove='mutations'): received invalid argument for remove="
+            f"{remove}. Valid options are:\n     remove='mutations': all inplace and out= "
+            "operators will be removed from the program, and replaced with their out-of-place "
+            "equivalents.\n     remove='mutations_and_views': In addition to the above, all "
+            "aliasing operators {view} will be replaced with their non-aliasing counterparts, "
+            "{view}_copy.\n")
+
+    def unalias(t):
+        return t.clone() if t._base is not None else t
+
+    @functools.wraps(func)
+    def wrapped(*args, **kwargs):
+        out = func(*args, **kwargs)
+        return _map(unalias, out) if remove == 'mutations_and_views' else out
+    return wrapped
+
+
+def debug_unwrap(tensor, *, recurse=True):
+    """As ``torch.func.debug_unwrap``: the tensor itself (tape's transforms wrap
+    no tensor: inside them, tensors are ordinary tape tensors)."""
+    return tensor
+
+
+def replace_all_batch_norm_modules_(root):
+    """As ``torch.func.replace_all_batch_norm_modules_``: every BatchNorm module in
+    ``root`` (``root`` included) stops tracking running stats, in place (its
+    ``running_mean``, ``running_var`` and ``num_batches_tracked`` become None, so
+    it normalizes with the batch's statistics, in eval mode too); returns ``root``."""
+    from .nn._conv_modules import _BatchNorm
+    for m in root.modules():
+        if isinstance(m, _BatchNorm) and m.track_running_stats:
+            m.running_mean = None
+            m.running_var = None
+            m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root
+
+
+__all__ += ['functionalize', 'debug_unwrap', 'replace_all_batch_norm_modules_']

@@ -23,13 +23,24 @@ def matrix_norm(a, ord='fro', dim=(-2, -1), keepdim=False, dtype=None):  # noqa:
                            f'dimensions (got shape {tuple(a.shape)})')
     if dtype is not None:
         a = _ops.to(a, dtype)
-    r, c = (d % a.dim() for d in dim)
+    dim = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    if len(dim) != 2:
+        raise RuntimeError('linalg.matrix_norm: dim must be a 2-tuple. Got '
+                           + ' '.join(str(d) for d in dim))
+    n = a.dim()
+    for d in dim:
+        if not -n <= d < n:
+            raise IndexError(f'Dimension out of range (expected to be in range of [{-n}, '
+                             f'{n - 1}], but got {d})')
+    r, c = (d % n for d in dim)
+    if r == c:
+        raise RuntimeError(f'linalg.matrix_norm: dims must be different. Got ({r}, {c})')
     if ord == 'fro':
         return vector_norm(a, 2, (r, c), keepdim)
     if ord in ('nuc', 2, -2):
         perm = [i for i in range(a.dim()) if i not in (r, c)] + [r, c]
         s = svdvals(a.permute(*perm))
-        s = s.sum(-1) if ord == 'nuc' else (amax(s, -1) if ord == 2 else amin(s, -1))
+        s = s.sum(-1) if ord == 'nuc' else (_amax0(s, -1) if ord == 2 else amin(s, -1))
         if keepdim:
             s = s.unsqueeze(min(r, c)).unsqueeze(max(r, c))
         return s
@@ -40,12 +51,20 @@ def matrix_norm(a, ord='fro', dim=(-2, -1), keepdim=False, dtype=None):  # noqa:
     else:
         raise RuntimeError(f'linalg.matrix_norm: Order {ord} not supported.')
     s = _ops.sum_(_ops.abs_(a), inner, True)
-    pick = amax if ord in (1, float('inf')) else amin
+    pick = _amax0 if ord in (1, float('inf')) else amin
     s = pick(s, outer, True)
     if not keepdim:
         shape = tuple(n for i, n in enumerate(a.shape) if i not in (r, c))
         s = _ops.reshape(s, shape)
     return s
+
+
+def _amax0(s, dim, keepdim=False):
+    """amax, but 0 over an empty dim (an empty matrix's 2, 1 and inf norms are 0 in
+    PyTorch; its min-norms raise amin's IndexError)."""
+    if s.shape[dim] == 0:
+        return _ops.sum_(s, dim, keepdim)
+    return amax(s, dim, keepdim)
 
 
 def norm(a, ord=None, dim=None, keepdim=False, dtype=None):  # noqa: A002
@@ -54,6 +73,9 @@ def norm(a, ord=None, dim=None, keepdim=False, dtype=None):  # noqa: A002
     a = a if isinstance(a, Tensor) else _ops._const(a)
     if isinstance(dim, int):
         dim = (dim,)
+    if dim is not None and len(dim) not in (1, 2):
+        raise RuntimeError(f'linalg.norm: If dim is specified, it must be of length 1 or 2. '
+                           f'Got {list(dim)}')
     if ord is None:
         if dim is not None and len(dim) == 2:
             return matrix_norm(a, 'fro', dim, keepdim, dtype)
@@ -63,10 +85,8 @@ def norm(a, ord=None, dim=None, keepdim=False, dtype=None):  # noqa: A002
         if len(dim) not in (1, 2):
             raise RuntimeError(f'linalg.norm: If dim is not specified but ord is, the input '
                                f'must be 1D or 2D. Got {a.dim()}D.')
-    if len(dim) == 2:
+    if len(dim) == 2 or isinstance(ord, str):       # (a str ord: matrix_norm's error)
         return matrix_norm(a, ord, dim, keepdim, dtype)
-    if isinstance(ord, str):
-        raise RuntimeError(f'linalg.norm: Order {ord} not supported for a vector norm.')
     return vector_norm(a, ord, dim, keepdim, dtype)
 
 
@@ -79,6 +99,22 @@ def _sum_to(g, shape):
         g = g.sum(tuple(range(lead)))
     dims = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
     return g.sum(dims, keepdim=True) if dims else g
+
+
+def _floating(A, name, half_kernel=None):
+    """PyTorch's refusal of an integer or bool ``A`` (NumPy would solve it in float64
+    and the result be cast back to A's integer dtype: truncated), and of float16
+    (NumPy's TypeError): a RuntimeError, or the NotImplementedError of the kernel
+    ``half_kernel`` where PyTorch's op reaches one."""
+    dt = A._data.dtype
+    if dt.kind != 'f':
+        from ._linalg_more import _dtype_name
+        raise RuntimeError(f'{name}: Expected a floating point or complex tensor as input. '
+                           f'Got {_dtype_name(dt)}')
+    if dt == 'float16':
+        if half_kernel is not None:
+            raise NotImplementedError(f'"{half_kernel}" not implemented for \'Half\'')
+        raise RuntimeError(f'{name}: Low precision dtypes not supported. Got Half')
 
 
 def _solve_np(a, b):
@@ -126,23 +162,37 @@ def solve(A, B, *, left=True, out=None):
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f'linalg.solve: A must be batches of square matrices, but they are '
                            f'{A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} matrices')
+    _floating(A, 'linalg.solve', 'lu_cpu')
     if A.dtype != B.dtype:
         raise RuntimeError(f'linalg.solve: Expected A and B to have the same dtype, but found '
                            f'A of type {A.dtype} and B of type {B.dtype} instead')
     if not _SOLVE:
         _SOLVE.append(_solve_fn())
-    if not left:
-        return solve(A.mT, B.mT).mT
     vec = B.dim() == 1 or (B.dim() == A.dim() - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if not left:
+        if vec:             # PyTorch has no vector right-hand side for XA = B
+            n = A.shape[-1]
+            raise RuntimeError(f'linalg.solve: Incompatible shapes of A and B for the equation '
+                               f'XA = B ({n}x{n} and {B.shape[-1]}x1)')
+        return solve(A.mT, B.mT).mT
     if vec:
         B = B.unsqueeze(-1)
     if B.dim() < 2 or B.shape[-2] != A.shape[-1]:
-        raise RuntimeError(f'linalg.solve: Incompatible shapes of A and B for the equations '
+        raise RuntimeError(f'linalg.solve: Incompatible shapes of A and B for the equation '
                            f'AX = B ({A.shape[-2]}x{A.shape[-1]} and '
                            f'{B.shape[-2] if B.dim() > 1 else 1}x{B.shape[-1]})')
     if vec:
         return _SOLVE[0].apply(A, B).squeeze(-1)
     return _SOLVE[0].apply(A, B)
+
+
+def _matrix_rhs(B, A):
+    """``B`` with leading 1s up to ``A``'s dims, so that ``solve`` reads it as a batch
+    of matrices (as inv, solve_triangular and cholesky_solve do), never as a batch of
+    vectors: B of shape (n, k) beside A of shape (n, n, n) matches A.shape[:-1]."""
+    if B.dim() < A.dim():
+        return B.reshape(*((1,) * (A.dim() - B.dim()) + tuple(B.shape)))
+    return B
 
 
 def inv(A, *, out=None):
@@ -152,9 +202,10 @@ def inv(A, *, out=None):
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f'linalg.inv: A must be batches of square matrices, but they are '
                            f'{A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} matrices')
+    _floating(A, 'linalg.inv')
     eye = _ops._const(np.eye(A.shape[-1], dtype=np.asarray(A._data).dtype))
     try:
-        return solve(A, eye)
+        return solve(A, _matrix_rhs(eye, A))
     except LinAlgError:
         raise LinAlgError('linalg.inv: The inversion could not be completed because the input '
                           'matrix is singular.') from None
@@ -235,6 +286,7 @@ def det(A, *, out=None):
     """``torch.linalg.det``, differentiable to any order (through ``inv``: an exactly
     singular ``A`` has no gradient here)."""
     A = _square(A, 'det')
+    _floating(A, 'linalg.det', 'lu_cpu')
     return _DET[0].apply(A)
 
 
@@ -242,6 +294,7 @@ def slogdet(A, *, out=None):
     """``torch.linalg.slogdet``: ``(sign, log|det A|)``; the sign is a constant."""
     import numpy as np
     A = _square(A, 'slogdet')
+    _floating(A, 'linalg.slogdet')
     sign = np.asarray(np.linalg.slogdet(np.asarray(A._data))[0])
     if A._rg and _grad_enabled():
         # PyTorch's sign requires grad too; a real sign is piecewise constant, so
@@ -280,9 +333,18 @@ def _sign_fn():
 def logdet(A):
     """``torch.logdet``: ``log det A`` (nan for a negative determinant)."""
     import numpy as np
+    from ._elementwise import where
+    A = A if isinstance(A, Tensor) else _ops._const(A)
+    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f'logdet: A must be batches of square matrices, but they are '
+                           f'{A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} matrices')
+    _floating(A, 'logdet')
     sign, lad = slogdet(A)
-    with np.errstate(divide='ignore', invalid='ignore'):
-        return _ops.add(lad, _leaf(np.log(np.asarray(sign._data))))
+    neg = np.asarray(sign._data) < 0
+    if not neg.any():
+        return lad
+    # PyTorch's where(sign == -1, nan, logabsdet): NaN with no gradient to A there
+    return where(neg, np.asarray(np.nan, lad._data.dtype), lad)
 
 
 # -- decompositions -----------------------------------------------------------------
@@ -347,7 +409,8 @@ def _fns():
             return V @ mid @ V.mT, None
 
     class LinalgQR(Function):
-        """``A = QR`` (m >= n); ``gA = (gQ + Q syminvadj(triu(gR R^T - Q^T gQ))) R^-T``."""
+        """``A = QR``; ``gA = (gQ + Q syminvadj(triu(gR R^T - Q^T gQ))) R^-T`` for m >= n,
+        and that for the first m columns of a wide A (see backward)."""
         @staticmethod
         def forward(ctx, A, mode):
             ctx.set_materialize_grads(False)
@@ -371,11 +434,24 @@ def _fns():
             if ctx.mode == 'complete' and m > n:
                 raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
                                    "and nrows > ncols.")
-            if m < n:
-                raise NotImplementedError('linalg.qr: the derivative for wide matrices '
-                                          '(nrows < ncols) is not supported')
             if gQ is None and gR is None:
                 return None, None
+            if m < n:
+                # A = [X | Y] with X = Q U square and Y = Q V (R = [U | V]): V = Q^T Y
+                # adds Y gV^T to Q's gradient, and Y's gradient is Q gV
+                U, V = R[..., :m], R[..., m:]
+                gU = gV = None
+                if gR is not None:
+                    gU, gV = gR[..., :m], gR[..., m:]
+                    gQ = Q @ V @ gV.mT if gQ is None else gQ + Q @ V @ gV.mT
+                gX = LinalgQR._tall_backward(Q, U, gQ, gU)
+                gY = Q @ gV if gV is not None else _ops.mul(V, 0.0)
+                from ._shapes import cat
+                return cat([gX, gY], -1), None
+            return LinalgQR._tall_backward(Q, R, gQ, gR), None
+
+        @staticmethod
+        def _tall_backward(Q, R, gQ, gR):
             if gQ is None:
                 X = gR @ R.mT
             elif gR is None:
@@ -387,7 +463,7 @@ def _fns():
             gA = Q @ X
             if gQ is not None:
                 gA = gA + gQ
-            return solve(R.mT, gA, left=False), None
+            return solve(R.mT, gA, left=False)
 
     class LinalgSVD(Function):
         """``A = U diag(S) Vh`` (``svd_backward``)."""
@@ -466,8 +542,9 @@ def _fns():
         def forward(ctx, A, B, rcond):
             a, b = arr(A), arr(B)
             batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-            a2 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
-            b2 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+            nb = int(np.prod(batch))          # (not -1: ambiguous for empty matrices)
+            a2 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((nb,) + a.shape[-2:])
+            b2 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((nb,) + b.shape[-2:])
             xs = [np.linalg.lstsq(ai, bi, rcond=rcond)[0] for ai, bi in zip(a2, b2)]
             x = np.stack(xs).reshape(batch + (a.shape[-1], b.shape[-1])) if xs else \
                 np.zeros(batch + (a.shape[-1], b.shape[-1]), a.dtype)
@@ -478,7 +555,7 @@ def _fns():
         @staticmethod
         def backward(ctx, gX, *_):
             A, B = ctx.saved_tensors
-            P = _pinv_fn().apply(A, None, None)
+            P = _pinv_fn().apply(A, None, None, False)
             gA = gB = None
             if ctx.needs_input_grad[0]:
                 gA = _sum_to(_pinv_backward(gX @ B.mT, A, P), tuple(A.shape))
@@ -540,8 +617,8 @@ def cholesky(A, *, upper=False, out=None):
 
 
 def _named_tuple(name, fields):
-    import collections
-    return collections.namedtuple(name, fields)
+    from .return_types import make
+    return make(name, fields)
 
 
 _EIGH = _named_tuple('linalg_eigh', ['eigenvalues', 'eigenvectors'])
@@ -556,9 +633,9 @@ def eigh(A, UPLO='L', *, out=None):
     ascending; reads only the ``UPLO`` triangle.  Eigenvectors are defined up to sign:
     differentiate only losses invariant to it."""
     A = _matrices(A, 'eigh')
-    if UPLO not in ('L', 'U'):
+    if not isinstance(UPLO, str) or UPLO.upper() not in ('L', 'U'):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
-    return _EIGH(*_fns()['eigh'].apply(A, UPLO))
+    return _EIGH(*_fns()['eigh'].apply(A, UPLO.upper()))      # (either case, as PyTorch)
 
 
 def eigvalsh(A, UPLO='L', *, out=None):
@@ -568,7 +645,7 @@ def eigvalsh(A, UPLO='L', *, out=None):
 
 def qr(A, mode='reduced', *, out=None):
     """``torch.linalg.qr``: ``(Q, R)``; ``mode`` 'reduced', 'complete' or 'r' (Q empty).
-    Differentiable for ``nrows >= ncols``."""
+    Differentiable except with 'r', and with 'complete' for ``nrows > ncols``."""
     import numpy as np
     A = _matrices(A, 'qr', square=False)
     if mode not in ('reduced', 'complete', 'r'):
@@ -579,16 +656,24 @@ def qr(A, mode='reduced', *, out=None):
     return _QR(*_fns()['qr'].apply(A, mode))
 
 
+def _no_driver(driver):
+    if driver is not None:
+        raise RuntimeError('torch.linalg.svd: keyword argument `driver=` is only supported on '
+                           'CUDA inputs with cuSOLVER backend.')
+
+
 def svd(A, full_matrices=True, *, driver=None, out=None):
     """``torch.linalg.svd``: ``(U, S, Vh)``, ``S`` descending.  U and Vh are defined up
     to sign: differentiate only losses invariant to it."""
     A = _matrices(A, 'svd', square=False)
+    _no_driver(driver)
     return _SVD(*_fns()['svd'].apply(A, bool(full_matrices)))
 
 
 def svdvals(A, *, driver=None, out=None):
     """``torch.linalg.svdvals``: the singular values, descending."""
     A = _matrices(A, 'svdvals', square=False)
+    _no_driver(driver)
     return _fns()['svdvals'].apply(A)
 
 
@@ -650,7 +735,10 @@ def matrix_power(A, n, *, out=None):
     negative ``n``, the identity for 0), built from matmul."""
     import numpy as np
     A = A if isinstance(A, Tensor) else _ops._const(A)
-    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
+    if A.dim() < 2:
+        raise RuntimeError('linalg.matrix_power: The input tensor A must have at least 2 '
+                           'dimensions.')
+    if A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f'linalg.matrix_power: A must be batches of square matrices, but '
                            f'they are {A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} '
                            f'matrices')
@@ -708,16 +796,21 @@ def _pinv_fn():
         """``A+`` by SVD; the backward is PyTorch's ``pinv_backward`` (valid while the
         rank stays put), in tape ops on a recomputed ``A+`` so it differentiates again."""
         @staticmethod
-        def forward(ctx, A, atol, rtol):
+        def forward(ctx, A, atol, rtol, hermitian):
             import numpy as np
             ctx.save_for_backward(A)
-            ctx.tols = (atol, rtol)
-            return _leaf(_pinv_np(np.asarray(A._data), atol, rtol))
+            ctx.tols = (atol, rtol, hermitian)
+            a = np.asarray(A._data)
+            if hermitian:
+                # PyTorch's eigh reads the lower triangle only; the SVD of that
+                # symmetric matrix has its eigenvalues' magnitudes
+                a = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
+            return _leaf(_pinv_np(a, atol, rtol))
 
         @staticmethod
         def backward(ctx, g):
             A, = ctx.saved_tensors
-            return _pinv_backward(g, A, LinalgPinv.apply(A, *ctx.tols)), None, None
+            return _pinv_backward(g, A, LinalgPinv.apply(A, *ctx.tols)), None, None, None
     _PINV.append(LinalgPinv)
     return LinalgPinv
 
@@ -737,7 +830,14 @@ def _pinv_backward(g, A, P):
     return -(K @ P).mT + PhK - (PhK @ P) @ A + (gh - A @ K) @ P @ Ph
 
 
-def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
+def _tol_array(t):
+    """A Tensor tolerance as an array that broadcasts over the singular values
+    (PyTorch's: one per matrix of the batch); a number as it is."""
+    import numpy as np
+    return np.asarray(t._data)[..., None] if isinstance(t, Tensor) else t
+
+
+def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """``torch.linalg.pinv``: the Moore-Penrose pseudo-inverse (singular values at or
     below ``max(atol, rtol * largest)`` count as zero).  Differentiable while the rank
     does not change.
@@ -748,9 +848,11 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
             [0.0000, 0.2500]])
     """
     A = _matrices(A, 'pinv', square=False)
-    if isinstance(atol, Tensor) or isinstance(rtol, Tensor):
-        raise NotImplementedError('linalg.pinv: tensor tolerances are not supported')
-    return _pinv_fn().apply(A, atol, rtol)
+    if hermitian:
+        _matrices(A, 'eigh')            # PyTorch's error for a non-square A
+    if rcond is not None:               # PyTorch's older overload: rcond is rtol
+        rtol = rcond
+    return _pinv_fn().apply(A, _tol_array(atol), _tol_array(rtol), bool(hermitian))
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002
@@ -819,14 +921,23 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     if B.dim() < 2:
         raise RuntimeError(f'linalg.solve_triangular: The input tensor B must have at least 2 '
                            f'dimensions (got {B.dim()})')
+    n = A.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError(f'linalg.solve_triangular: Incompatible shapes of A and B for the '
+                           f'equation {"AX = B" if left else "XA = B"} ({n}x{n} and '
+                           f'{B.shape[-2]}x{B.shape[-1]})')
+    if A._data.dtype.kind != 'f':
+        from ._linalg_more import _dtype_name
+        raise NotImplementedError(f'"triangular_solve_cpu" not implemented for '
+                                  f"'{_dtype_name(A._data.dtype)}'")
     k = 1 if unitriangular else 0
     T = A.triu(k) if upper else A.tril(-k)
     if unitriangular:
         T = T + _ops._const(np.eye(A.shape[-1], dtype=np.asarray(A._data).dtype))
-    return solve(T, B, left=left)
+    return solve(T, _matrix_rhs(B, A), left=left)
 
 
-def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None, out=None):
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """``torch.linalg.matrix_rank``: the number of singular values above
     ``max(atol, rtol * largest)`` (``tol`` is the older name of ``atol``), int64.
 
@@ -836,10 +947,22 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None, out=None)
     """
     import numpy as np
     A = _matrices(A, 'matrix_rank', square=False)
+    if hermitian:
+        _matrices(A, 'eigh')            # PyTorch's error for a non-square A
     if tol is not None:
         atol = tol
     a = np.asarray(A._data)
     s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
-    cut = _tolerance(s, a.shape, atol, rtol)
+    cut = _tolerance(s, a.shape, _tol_array(atol), _tol_array(rtol))
     return _leaf(np.asarray((s > cut).sum(axis=-1), dtype=np.int64))
 from ._linalg_more import *  # noqa: E402,F401,F403  (lu family, _ex variants, cond, ...)
+from ._out import honour_out as _honour_out  # noqa: E402
+
+# PyTorch's out= (these declare it but compute without it; cross and multi_dot
+# take it themselves, tape/_composites.py)
+_honour_out(globals(), [
+    'solve', 'inv', 'det', 'slogdet', 'cholesky', 'eigh', 'eigvalsh', 'qr', 'svd', 'svdvals',
+    'matrix_power', 'pinv', 'solve_triangular', 'matrix_rank', 'lu', 'lu_factor',
+    'lu_factor_ex', 'lu_solve', 'solve_ex', 'inv_ex', 'cholesky_ex', 'vecdot', 'cond',
+    'tensorinv', 'tensorsolve', 'householder_product', 'vector_norm', 'matrix_norm', 'norm'],
+    'linalg_')

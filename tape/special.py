@@ -31,9 +31,17 @@ def log_softmax(input, dim, *, dtype=None):  # noqa: A002
     return _tape.log_softmax(input, dim) if dtype is None else _tape.log_softmax(input.to(dtype), dim)
 
 
+def _tensor(input, name):  # noqa: A002
+    """``input``, which PyTorch's special functions take as a Tensor only."""
+    if not isinstance(input, _tape.Tensor):
+        raise TypeError(f"special_{name}(): argument 'input' (position 1) must be Tensor, "
+                        f"not {type(input).__name__}")
+    return input
+
+
 def ndtr(input):  # noqa: A002
     """The standard normal CDF, ``0.5 * erfc(-x / sqrt(2))``."""
-    return 0.5 * _tape.erfc(input * (-1.0 / _math.sqrt(2.0)))
+    return 0.5 * _tape.erfc(_tensor(input, 'ndtr') * (-1.0 / _math.sqrt(2.0)))
 
 
 def ndtri(input):  # noqa: A002
@@ -46,31 +54,64 @@ def ndtri(input):  # noqa: A002
 round = _tape.round  # noqa: A001
 
 
+_ENTR = []
+
+
+def _entr_fn():
+    """entr as one Function: PyTorch's gradient is ``-(1 + log x)`` everywhere
+    (inf at 0, NaN for x < 0, -inf at inf), which no masked composite of -x log x
+    gives (0 * log 0 and inf * 0 are NaN); the backward is in tape ops, so it
+    differentiates again (``-1 / x``)."""
+    if not _ENTR:
+        import numpy as np
+        from .autograd import Function
+        from ._tensor import _leaf
+
+        class SpecialEntr(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                d = np.asarray(x._data)
+                with np.errstate(all='ignore'):
+                    val = np.where(d > 0, -d * np.log(np.where(d > 0, d, 1)),
+                                   np.where(d == 0, 0, np.where(d < 0, -np.inf, d)))
+                return _leaf(np.ascontiguousarray(val, dtype=d.dtype))
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return g * -(_tape.log(x) + 1.0)
+        SpecialEntr._backward_name = 'SpecialEntrBackward0'
+        _ENTR.append(SpecialEntr)
+    return _ENTR[0]
+
+
 def entr(input):  # noqa: A002
     """``-x log x`` for x > 0, 0 at 0, -inf for x < 0 (NaN stays NaN)."""
-    import numpy as np
-    x = input if isinstance(input, _tape.Tensor) else _tape.tensor(input)
-    d = np.asarray(x._data)
-    pos = d > 0
-    safe = _tape.where(_tape.from_numpy(pos), x, 1.0)
-    val = -safe * _tape.log(safe)
-    rest = np.where(d == 0, 0.0, np.where(d < 0, -np.inf, d)).astype(val.dtype)
-    return _tape.where(_tape.from_numpy(pos), val, _tape.from_numpy(rest))
+    from ._composites import _float_input
+    return _entr_fn().apply(_float_input(_tensor(input, 'entr')))
 
 
 def xlog1py(input, other):  # noqa: A002
     """``x * log1p(y)``, 0 where x == 0 (unless y is NaN), as ``xlogy``; the
     gradient in x is log1p(y) (at x == 0 too), in y x / (1 + y)."""
     import numpy as np
-    x = input if isinstance(input, _tape.Tensor) else _tape.tensor(input)
-    y = other if isinstance(other, _tape.Tensor) else _tape.tensor(other, dtype=x.dtype)
+    from . import _ops
+    from ._composites import _float_input, _t
+    if not isinstance(input, _tape.Tensor) and not isinstance(other, _tape.Tensor):
+        raise TypeError(f"xlog1py(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    like = input if isinstance(input, _tape.Tensor) else other
+    # (a Python float beside an integer tensor stays a float, as in xlogy)
+    x, y = _float_input(_t(input, like)), _float_input(_t(other, like))
     xd, yd = np.asarray(x._data), np.asarray(y._data)
+    shape = _ops.check_broadcast('xlog1py', x, y)
     log1p_y = _tape.log1p(y)
     with np.errstate(all='ignore'):
-        # only where log1p(y) is infinite (y == -1) does 0 * log1p(y) need the 0
-        drop = (xd == 0) & np.isinf(np.log1p(yd))
+        # only where log1p(y) is not a finite number (y == -1, y < -1, y == inf)
+        # does 0 * log1p(y) need the 0
+        drop = (xd == 0) & ~np.isfinite(np.log1p(yd)) & ~np.isnan(yd)
     if np.any(drop):
-        shape = np.broadcast_shapes(xd.shape, yd.shape)
         log1p_y = _tape.where(_tape.from_numpy(np.ascontiguousarray(np.broadcast_to(
             drop, shape))), 0.0, log1p_y)
     return x * log1p_y
@@ -82,11 +123,17 @@ _LOG_NDTR_SERIES = (-945.0, 105.0, -15.0, 3.0, -1.0)
 
 def log_ndtr(input):  # noqa: A002
     """``log(ndtr(x))``: ``log1p(-ndtr(-x))`` for x > 0, through erfc down to
-    x = -20, and by the asymptotic series ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - ...)`` below (where
+    x = -20 (in float64 for float32 input), and by the asymptotic series ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - ...)`` below (where
     ndtr underflows; the series' truncation is under 1e-11 there)."""
     import numpy as np
-    x = input if isinstance(input, _tape.Tensor) else _tape.tensor(input)
+    from . import _ops
+    x = _tensor(input, 'log_ndtr')
     d = np.asarray(x._data)
+    if d.dtype.kind == 'f' and d.dtype != np.float64:
+        # in float64, cast back: float32's ndtr underflows from x = -14 (-inf, where
+        # the series below starts at -20), and the square of it in the second
+        # derivative from x = -10
+        return _ops.to(log_ndtr(_ops.to(x, np.float64)), d.dtype)
     with np.errstate(invalid='ignore'):
         tail = np.ascontiguousarray(d < -20)
     with np.errstate(invalid='ignore'):
@@ -109,3 +156,25 @@ def log_ndtr(input):  # noqa: A002
     series = -0.5 * far * far - _tape.log(-far) - 0.5 * _math.log(2 * _math.pi) \
         + _tape.log1p(s)
     return _tape.where(t, series, _tape.log(ndtr(near)))
+
+
+def _give_out():
+    """PyTorch's out= for every function here but softmax and log_softmax, which
+    take none (an alias of a tape function that takes out= already keeps it)."""
+    import inspect
+    from ._out import honour_out
+    g = globals()
+    names = []
+    for name in ('erf', 'erfc', 'erfinv', 'expit', 'logit', 'gammaln', 'digamma', 'psi',
+                 'polygamma', 'log1p', 'expm1', 'exp2', 'xlogy', 'logsumexp', 'ndtr', 'ndtri',
+                 'round', 'entr', 'xlog1py', 'log_ndtr'):
+        try:
+            params = inspect.signature(g[name]).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if 'out' not in params:
+            names.append(name)
+    honour_out(g, names, 'special_')
+
+
+_give_out()

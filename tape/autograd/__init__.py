@@ -23,6 +23,7 @@ from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from . import functional  # noqa: E402
 from . import forward_ad  # noqa: E402
 from . import graph  # noqa: E402
+from . import profiler  # noqa: E402,F401
 from .. import _grad_mode as grad_mode  # noqa: E402,F401  (torch.autograd.grad_mode)
 from .._grad_mode import inference_mode  # noqa: E402,F401
 

@@ -240,7 +240,7 @@ def _walk(t):
         if v is not None:
             fk = v.__dict__.get('_fwad_fake') if hasattr(v, '__dict__') else None
             if fk is None:
-                real = real or v._rg
+                real = real or (v._rg and not _finished_input(v))
             elif src and fk == serial and '_fwad_tangent' in v.__dict__:
                 sources[id(v)] = v
             continue
@@ -254,6 +254,15 @@ def _walk(t):
         else:
             stack.extend((n, src) for n in nxt)
     return sources, real
+
+
+def _finished_input(v):
+    """Whether ``v`` is the fresh input leaf of a tape.func transform that has
+    returned: a result keeps it on its graph, but no tensor that really requires
+    grad is behind it (torch.func's unwrapped results do not require grad)."""
+    from .. import func
+    i = id(v)
+    return func._FRESH.get(i) is v and i not in func._active.ids
 
 
 class _AccLeaf:

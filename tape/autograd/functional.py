@@ -260,10 +260,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
             raise NotImplementedError(
                 'Computing Jacobian using forward-AD or forward-over-reverse Hessian is'
                 'only implemented for `vectorize=True`.')
-    if vectorize and strict:
-        raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and '
-                           '`vectorized=True` are not supported together. Please either set '
-                           '`strict=False` or `vectorize=False`.')
     with enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, 'inputs', 'jacobian')
         inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
@@ -271,6 +267,11 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         is_outputs_tuple, outputs = _as_tuple(outputs, 'outputs of the user-provided function',
                                               'jacobian')
         _check_requires_grad(outputs, 'outputs', strict=strict)
+        if vectorize and strict:
+            # (after running func, as PyTorch: its strict errors come first)
+            raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and '
+                               '`vectorized=True` are not supported together. Please either '
+                               'set `strict=False` or `vectorize=False`.')
         jac = []
         for i, out in enumerate(outputs):
             jac_i = tuple([] for _ in inputs)
@@ -303,12 +304,16 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
             per_in = []
             for el_idx, rows in enumerate(jac_i):
                 shape = tuple(odata.shape) + tuple(inputs[el_idx]._data.shape)
+                # forward mode's Jacobian holds tangents: the output's dtype, as in PyTorch
+                dt = odata.dtype if strategy == 'forward-mode' else inputs[el_idx]._data.dtype
                 if not rows:                          # an output with no element
-                    per_in.append(_leaf(np.zeros(shape, dtype=inputs[el_idx]._data.dtype)))
+                    per_in.append(_leaf(np.zeros(shape, dtype=dt)))
                 elif any(r.requires_grad for r in rows):
-                    per_in.append(stack(rows, dim=0).reshape(shape))
+                    j = stack(rows, dim=0).reshape(shape)
+                    per_in.append(j if j.dtype == dt else j.to(dt))
                 else:
-                    per_in.append(_leaf(np.stack([r._data for r in rows]).reshape(shape)))
+                    per_in.append(_leaf(np.stack([r._data for r in rows]).reshape(shape)
+                                        .astype(dt, copy=False)))
             jac.append(tuple(per_in))
         jac = _grad_postprocess(tuple(jac), create_graph)
         return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))

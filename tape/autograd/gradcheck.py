@@ -106,10 +106,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         bad = ~(np.abs(ana - num) <= atol + rtol * np.abs(num))
         if bad.any():
             r, c = np.argwhere(bad)[0]
+            # printed as PyTorch prints them: a row per input element, a column per
+            # output element, in the input's dtype
+            dt = inputs[i]._data.dtype
             msg = (f'Jacobian mismatch for output {oi} with respect to input {i},\n'
                    f'first differing element: d output[{r}] / d input[{c}]: numerical '
-                   f'{num[r, c]!r}, analytical {ana[r, c]!r}\n'
-                   f'numerical:{_leaf(num)}\nanalytical:{_leaf(ana)}\n')
+                   f'{float(num[r, c])!r}, analytical {float(ana[r, c])!r}\n'
+                   f'numerical:{_leaf(num.T.astype(dt))}\n'
+                   f'analytical:{_leaf(ana.T.astype(dt))}\n')
             if raise_exception:
                 raise GradcheckError(msg)
             return False

@@ -65,7 +65,8 @@ def _rng():
 def _standard_gamma(concentration):
     """Gamma(concentration, 1) samples (not differentiable), in concentration's dtype."""
     c = np.asarray(concentration._data)
-    out = _rng().standard_gamma(c.astype(np.float64)).astype(c.dtype)
+    # (np.asarray: for a 0-d parameter NumPy's draws are Python numbers)
+    out = np.asarray(_rng().standard_gamma(c.astype(np.float64))).astype(c.dtype)
     out = np.maximum(out, np.finfo(c.dtype).tiny)
     return _tape.tensor(out, dtype=concentration.dtype)
 
@@ -90,13 +91,14 @@ def binomial(count, prob, generator=None):
     c = np.asarray(count._data)
     p = np.asarray(prob._data)
     c, p = np.broadcast_arrays(c, p)
-    out = _rng().binomial(np.round(c).astype(np.int64), np.clip(p, 0, 1))
+    out = np.asarray(_rng().binomial(np.round(c).astype(np.int64), np.clip(p, 0, 1)))
     return _tape.tensor(out.astype(p.dtype), dtype=prob.dtype)
 
 
 def poisson(rates, generator=None):
     r = np.asarray(rates._data)
-    return _tape.tensor(_rng().poisson(r.astype(np.float64)).astype(r.dtype), dtype=rates.dtype)
+    return _tape.tensor(np.asarray(_rng().poisson(r.astype(np.float64))).astype(r.dtype),
+                        dtype=rates.dtype)
 
 
 

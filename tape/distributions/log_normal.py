@@ -77,9 +77,12 @@ class LogNormal(Distribution):
         return self.base_dist.log_prob(y) - y
 
     def cdf(self, value):
+        # PyTorch's TransformedDistribution.cdf validates log(value) against the base
+        # Normal's support (a 0 is log 0 = -inf, inside it; a negative value is NaN)
+        y = value.log()
         if self._validate_args:
-            self._validate_sample(value)
-        return self.base_dist.cdf(value.log())
+            self.base_dist._validate_sample(y)
+        return self.base_dist.cdf(y)
 
     def icdf(self, value):
         return self.base_dist.icdf(value).exp()

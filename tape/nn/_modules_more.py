@@ -38,7 +38,8 @@ from .._tape import note_value_use
 from .._tensor import Tensor, _leaf
 from . import functional as F
 from . import init
-from ._conv_modules import _NormBase
+from ._conv_modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
+                            ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, _NormBase)
 from ._more_modules import PairwiseDistance
 from .modules import (Linear, Module, ModuleList, NLLLoss, Parameter, Sequential, _dtype, _empty,
                       _Loss, _WeightedLoss)
@@ -889,3 +890,186 @@ class LazyLinear(_LazyModuleMixin, Linear):
                                      f'is not equal to in_features from self.weight: '
                                      f'{self.weight.shape[-1]}')
             self.in_features = input.shape[-1]
+
+
+class _UninitializedBufferMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and not isinstance(obj, Parameter) and _is_lazy(obj)
+
+
+class UninitializedBuffer(metaclass=_UninitializedBufferMeta):
+    """A buffer with no shape yet (a lazy norm layer's running statistics), which
+    the module materializes on its first call; a plain empty ``tape.Tensor`` with
+    a marker, as ``UninitializedParameter``."""
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
+        t = _leaf(np.empty(0, _dtype(dtype)))
+        if requires_grad:
+            t.requires_grad_(True)
+        t.__dict__[_UNINIT] = True
+        t.__dict__['persistent'] = persistent
+        return t
+
+
+class _LazyConvXdMixin(_LazyModuleMixin):
+    """PyTorch's ``_LazyConvXdMixin``: ``in_channels`` is the channel dimension of
+    the first input (dim 1, or 0 for an unbatched one)."""
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input, *args, **kwargs):  # noqa: A002
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.in_channels = self._get_in_channels(input)
+                if self.in_channels % self.groups != 0:
+                    raise ValueError('in_channels must be divisible by groups')
+                if self.transposed:
+                    shape = (self.in_channels, self.out_channels // self.groups)
+                else:
+                    shape = (self.out_channels, self.in_channels // self.groups)
+                _materialize(self.weight, shape + tuple(self.kernel_size))
+                if self.bias is not None:
+                    _materialize(self.bias, (self.out_channels,))
+                self.reset_parameters()
+
+    def _get_in_channels(self, input):  # noqa: A002
+        n = self._dims + 1
+        if input.dim() not in (n, n + 1):
+            raise RuntimeError(f'Expected {n}D (unbatched) or {n + 1}D (batched) input to '
+                               f'{type(self).__name__}, but got input of size: '
+                               f'{input.shape}')
+        return input.shape[1] if input.dim() == n + 1 else input.shape[0]
+
+    def _lazy_weights(self, out_channels, bias, dtype):
+        self.weight = UninitializedParameter(dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(dtype=dtype)
+        self._lazy_init()
+
+
+class _LazyConv(_LazyConvXdMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode='zeros', device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode, device, dtype)
+        self._lazy_weights(out_channels, bias, dtype)
+
+
+class _LazyConvTranspose(_LazyConvXdMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode='zeros', device=None,
+                 dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
+                         dilation, padding_mode, device, dtype)
+        self._lazy_weights(out_channels, bias, dtype)
+
+
+class LazyConv1d(_LazyConv, Conv1d):
+    """A ``Conv1d`` whose ``in_channels`` is the channel size of its first input; it
+    then becomes a ``Conv1d``, initialised as one."""
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConv, Conv2d):
+    """A ``Conv2d`` whose ``in_channels`` is the channel size of its first input."""
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConv, Conv3d):
+    """A ``Conv3d`` whose ``in_channels`` is the channel size of its first input."""
+    cls_to_become = Conv3d
+
+
+class LazyConvTranspose1d(_LazyConvTranspose, ConvTranspose1d):
+    """A ``ConvTranspose1d`` whose ``in_channels`` is the channel size of its first input."""
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
+    """A ``ConvTranspose2d`` whose ``in_channels`` is the channel size of its first input."""
+    cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
+    """A ``ConvTranspose3d`` whose ``in_channels`` is the channel size of its first input."""
+    cls_to_become = ConvTranspose3d
+
+
+class _LazyNormBase(_LazyModuleMixin):
+    """PyTorch's ``_LazyNormBase``: ``num_features`` is dim 1 of the first input;
+    the affine parameters and running statistics are made then."""
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None, *, bias=True):
+        # (affine, bias and the running statistics are off here, as in PyTorch, so
+        # that no tensor is made only to be replaced)
+        super().__init__(0, eps, momentum, False, False, device, dtype, bias=False)
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(dtype=dtype)
+            self.running_var = UninitializedBuffer(dtype=dtype)
+            self.num_batches_tracked = _leaf(np.array(0, np.int64))
+        self._lazy_init()
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):  # noqa: A002
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.num_features = input.shape[1]
+                if self.affine:
+                    _materialize(self.weight, (self.num_features,))
+                    if self.bias is not None:
+                        _materialize(self.bias, (self.num_features,))
+                if self.track_running_stats:
+                    _materialize(self.running_mean, (self.num_features,))
+                    _materialize(self.running_var, (self.num_features,))
+                self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormBase, BatchNorm1d):
+    """A ``BatchNorm1d`` whose ``num_features`` is dim 1 of its first input; it then
+    becomes a ``BatchNorm1d``."""
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
+    """A ``BatchNorm2d`` whose ``num_features`` is dim 1 of its first input."""
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
+    """A ``BatchNorm3d`` whose ``num_features`` is dim 1 of its first input."""
+    cls_to_become = BatchNorm3d
+
+
+class LazyInstanceNorm1d(_LazyNormBase, InstanceNorm1d):
+    """An ``InstanceNorm1d`` whose ``num_features`` is dim 1 of its first input."""
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyNormBase, InstanceNorm2d):
+    """An ``InstanceNorm2d`` whose ``num_features`` is dim 1 of its first input."""
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyNormBase, InstanceNorm3d):
+    """An ``InstanceNorm3d`` whose ``num_features`` is dim 1 of its first input."""
+    cls_to_become = InstanceNorm3d
+
+
+__all__ += ['UninitializedBuffer', 'LazyConv1d', 'LazyConv2d', 'LazyConv3d',
+            'LazyConvTranspose1d', 'LazyConvTranspose2d', 'LazyConvTranspose3d',
+            'LazyBatchNorm1d', 'LazyBatchNorm2d', 'LazyBatchNorm3d',
+            'LazyInstanceNorm1d', 'LazyInstanceNorm2d', 'LazyInstanceNorm3d']

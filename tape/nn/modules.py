@@ -52,7 +52,7 @@ from . import init
 from . import _module_hooks as _mh
 from ._module_hooks import _global_any
 
-__all__ = ['Parameter', 'Module', 'Sequential', 'ModuleList', 'ModuleDict', 'ParameterList',
+__all__ = ['Parameter', 'Buffer', 'Module', 'Sequential', 'ModuleList', 'ModuleDict', 'ParameterList',
            'Linear', 'Bilinear', 'Embedding', 'LayerNorm', 'Dropout', 'Flatten', 'Identity',
            'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'ELU', 'LeakyReLU', 'Softplus', 'Softmax',
            'LogSoftmax', 'MSELoss', 'L1Loss', 'CrossEntropyLoss', 'NLLLoss', 'BCELoss',
@@ -103,6 +103,37 @@ class Parameter(metaclass=_ParameterMeta):
         return _mark(t)
 
 
+
+
+# -- Buffer -------------------------------------------------------------------
+_BUFFER = '_is_buffer'
+
+
+class _BufferMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.__dict__.get(_BUFFER, False)
+
+
+class Buffer(metaclass=_BufferMeta):
+    """PyTorch's ``nn.Buffer``: a tensor that a ``Module`` registers as a buffer
+    (persistent in ``state_dict()`` unless ``persistent=False``) when assigned to
+    it.  As ``Parameter``, a plain ``tape.Tensor`` (``data`` detached) with a marker.
+
+    >>> import tape
+    >>> m = tape.nn.Module()
+    >>> m.steps = tape.nn.Buffer(tape.zeros(2), persistent=False)
+    >>> list(m.named_buffers()), list(m.state_dict())
+    ([('steps', tensor([0., 0.]))], [])
+    """
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            data = _leaf(np.empty(0, _default_dtype[0]))
+        elif not isinstance(data, Tensor):
+            raise TypeError(f'Buffer: data must be a Tensor, not {type(data).__name__}')
+        t = data.detach().requires_grad_(data.requires_grad)
+        t.__dict__['persistent'] = persistent
+        t.__dict__[_BUFFER] = True
+        return t
 
 
 _EXTRA_STATE = '_extra_state'      # the state-dict key of get_extra_state's value
@@ -509,6 +540,10 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
                                 f"'{name}' (torch.nn.Module or None expected)")
             d['_modules'][name] = value
+        elif isinstance(value, Buffer):
+            if hasattr(self, name) and name not in self._buffers:
+                raise KeyError(f"attribute '{name}' already exists")
+            self.register_buffer(name, value, value.persistent)
         elif d.get('_buffers') is not None and name in d['_buffers']:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
