@@ -55,6 +55,22 @@ import pytest
 import tape
 
 
+@pytest.fixture(autouse=True)
+def _torch_validates():
+    """Once torch._dynamo is set up (torch.compile elsewhere in the suite), PyTorch
+    turns distribution argument validation off globally; the oracle validates here,
+    as by default (tests/test_distributions.py does the same)."""
+    try:
+        import torch
+    except ImportError:         # (the tests that need torch skip themselves)
+        yield
+        return
+    old = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    yield
+    torch.distributions.Distribution.set_default_validate_args(old)
+
+
 def _run(lib, expr, **env):
     return eval(expr, {'lib': lib, 'nan': float('nan'), 'inf': float('inf'), **env})
 
