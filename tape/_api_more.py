@@ -933,30 +933,31 @@ def _igamma_fn():
     if _IGAMMA:
         return _IGAMMA
     from .autograd import Function
-    from compiler.special_kernels import igamma as _igamma_values
+    # (the kernels of tape.special.gammainc/gammaincc: PyTorch's, within 1e-12)
+    from compiler.special_more_kernels import binary as _special_binary
 
     def grad_x(a, x):
         # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)
         return ((a - 1.0) * x.log() - x - a.lgamma()).exp()
 
     def make(name, upper):
-        class _Ig(Function):
-            @staticmethod
-            def forward(ctx, a, x):
-                ctx.save_for_backward(a, x)
-                ad, xd = np.asarray(a._data), np.asarray(x._data)
-                return _leaf(np.asarray(_igamma_values(ad, xd, upper), ad.dtype))
+        def forward(ctx, a, x):
+            ctx.save_for_backward(a, x)
+            ad, xd = np.asarray(a._data), np.asarray(x._data)
+            return _leaf(_special_binary('gammaincc' if upper else 'gammainc', ad, xd,
+                                         ad.dtype))
 
-            @staticmethod
-            def backward(ctx, g):
-                a, x = ctx.saved_tensors
-                if ctx.needs_input_grad[0]:
-                    raise NotImplementedError(f"the derivative for '{name}: input' is not "
-                                              'implemented.')
-                d = grad_x(a, x)
-                return None, (-g * d if upper else g * d)
-        _Ig.__name__ = ('Igammac' if upper else 'Igamma') + 'Backward0'
-        return _Ig
+        def backward(ctx, g):
+            a, x = ctx.saved_tensors
+            if ctx.needs_input_grad[0]:
+                raise NotImplementedError(f"the derivative for '{name}: input' is not "
+                                          'implemented.')
+            d = grad_x(a, x)
+            return None, (-g * d if upper else g * d)
+        cls = type('Igammac' if upper else 'Igamma', (Function,),
+                   {'forward': staticmethod(forward), 'backward': staticmethod(backward)})
+        cls._backward_name = cls.__name__ + 'Backward0'       # (PyTorch's node name)
+        return cls
     _IGAMMA['igamma'] = make('igamma', False)
     _IGAMMA['igammac'] = make('igammac', True)
     return _IGAMMA

@@ -1,15 +1,16 @@
 from __future__ import annotations
-from . import _torch as torch
+
 from ._torch import Tensor
 from . import constraints
-from .distribution import Distribution
 from .normal import Normal
+from .transformed_distribution import TransformedDistribution
+from .transforms import ExpTransform
 
 
 __all__ = ["LogNormal"]
 
 
-class LogNormal(Distribution):
+class LogNormal(TransformedDistribution):
     r"""
     Creates a log-normal distribution parameterized by
     :attr:`loc` and :attr:`scale` where::
@@ -17,9 +18,12 @@ class LogNormal(Distribution):
         X ~ Normal(loc, scale)
         Y = exp(X) ~ LogNormal(loc, scale)
 
-    (PyTorch builds this as a ``TransformedDistribution`` of ``Normal`` by
-    ``ExpTransform``; tape computes the same quantities directly and keeps the
-    ``base_dist`` attribute.)
+    Example::
+
+        >>> # xdoctest: +IGNORE_WANT("non-deterministic")
+        >>> m = LogNormal(torch.tensor([0.0]), torch.tensor([1.0]))  # doctest: +SKIP
+        >>> m.sample()  # log-normal distributed with mean=0 and stddev=1  # doctest: +SKIP
+        tensor([ 0.1046])
 
     Args:
         loc (float or Tensor): mean of log of distribution
@@ -27,20 +31,24 @@ class LogNormal(Distribution):
     """
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    # pyrefly: ignore [bad-override]
     support = constraints.positive
     has_rsample = True
+    # pyrefly: ignore [bad-override]
+    base_dist: Normal
 
-    def __init__(self, loc, scale, validate_args=None) -> None:
-        self.base_dist = Normal(loc, scale, validate_args=validate_args)
-        super().__init__(self.base_dist.batch_shape, torch.Size(), validate_args=validate_args)
+    def __init__(
+        self,
+        loc: Tensor | float,
+        scale: Tensor | float,
+        validate_args: bool | None = None,
+    ) -> None:
+        base_dist = Normal(loc, scale, validate_args=validate_args)
+        super().__init__(base_dist, ExpTransform(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(LogNormal, _instance)
-        batch_shape = torch.Size(batch_shape)
-        new.base_dist = self.base_dist.expand(batch_shape)
-        super(LogNormal, new).__init__(batch_shape, torch.Size(), validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return super().expand(batch_shape, _instance=new)
 
     @property
     def loc(self) -> Tensor:
@@ -62,30 +70,6 @@ class LogNormal(Distribution):
     def variance(self) -> Tensor:
         scale_sq = self.scale.pow(2)
         return scale_sq.expm1() * (2 * self.loc + scale_sq).exp()
-
-    def sample(self, sample_shape=torch.Size()):
-        with torch.no_grad():
-            return self.rsample(sample_shape)
-
-    def rsample(self, sample_shape=torch.Size()) -> Tensor:
-        return self.base_dist.rsample(sample_shape).exp()
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        y = value.log()
-        return self.base_dist.log_prob(y) - y
-
-    def cdf(self, value):
-        # PyTorch's TransformedDistribution.cdf validates log(value) against the base
-        # Normal's support (a 0 is log 0 = -inf, inside it; a negative value is NaN)
-        y = value.log()
-        if self._validate_args:
-            self.base_dist._validate_sample(y)
-        return self.base_dist.cdf(y)
-
-    def icdf(self, value):
-        return self.base_dist.icdf(value).exp()
 
     def entropy(self):
         return self.base_dist.entropy() + self.loc
