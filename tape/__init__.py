@@ -15,6 +15,7 @@ Layout: ``_tensor`` (the Tensor), ``_tape`` (the record format), ``_rules``
 ``autograd`` (the public autograd namespace).
 """
 import builtins  # tape.all/any/max/min/round shadow the builtins in this module
+import warnings as _warnings
 
 import numpy as np
 
@@ -88,22 +89,32 @@ def _infer(data, dtype=None):
     the array's or NumPy scalar's own dtype otherwise; with ``dtype``, Python
     numbers convert to it directly (no rounding through float32 first)."""
     if isinstance(data, (Tensor, np.ndarray)):
-        src = data._data if isinstance(data, Tensor) else data
+        src = data._data if isinstance(data, Tensor) else _check_array(data)
         out = aligned_empty(np.shape(src), np.result_type(src))
         np.copyto(out, src)
         return out
     if isinstance(data, (list, tuple)) and builtins.any(isinstance(x, Tensor)
                                                          for x in _flat(data)):
         data = _tolist(data)
+    if isinstance(data, np.generic) and not isinstance(data, (str, bytes)):
+        _check_array(np.asarray(data))      # (a datetime64, say; a str gets torch's error below)
     if dtype is not None and not isinstance(data, np.generic):
         try:
             arr = np.array(data, np.dtype(dtype))
         except OverflowError:           # a Python int out of dtype's range
             arr = _dtypes.ints_into(data, np.dtype(dtype))
+        except ValueError:
+            _data_error(data, np.dtype(dtype))
+            raise
         if arr.dtype.kind == 'O':
+            _data_error(data, np.dtype(dtype))
             raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__}')
         return arr
-    arr = np.array(data)
+    try:
+        arr = np.array(data)
+    except ValueError:                  # a ragged list
+        _data_error(data)
+        raise
     if arr.dtype.kind in 'iuf' and arr.dtype != np.int64 and isinstance(data, (list, tuple)) \
             and _has_numpy_number(data):
         # NumPy numbers keep their dtypes, promoted item by item as PyTorch's
@@ -120,12 +131,74 @@ def _infer(data, dtype=None):
             raise ValueError('Overflow when unpacking long long')
         arr = arr.astype(np.int64)
     elif arr.dtype.kind in 'OUS':
+        _data_error(data)
         if arr.dtype.kind == 'O' and builtins.any(
                 type(x) is builtins.int for x in (_flat(data) if isinstance(data, (list, tuple))
                                                   else (data,))):
             raise ValueError('Overflow when unpacking long long')     # (an int past 64 bits)
         raise TypeError(f'tensor: could not infer a dtype from {type(data).__name__} '
                         f"(new(): invalid data type '{type(data).__name__}')")
+    return arr
+
+
+def _data_error(data, dtype=None):
+    """Raise PyTorch's error for ``data`` that is not a rectangular nest of numbers
+    (or return, leaving the caller's error): a str where a number belongs, then the
+    first other element that is no number, then a sequence of the wrong length."""
+    import numbers
+    if isinstance(data, (list, tuple)):
+        sizes, x = [], data
+        while isinstance(x, (list, tuple, str)):
+            if isinstance(x, str):      # (torch takes a str for a sequence here)
+                raise ValueError("too many dimensions 'str'")
+            sizes.append(len(x))
+            if not x:
+                break
+            x = x[0]
+        items = _flat(data)
+    else:
+        sizes, items = [], (data,)
+    floating = dtype is not None and dtype.kind == 'f'
+    for x in items:
+        if isinstance(x, (str, bytes)):
+            raise TypeError(f"new(): invalid data type '{type(x).__name__}'")
+        if not isinstance(x, (numbers.Number, np.generic)):
+            raise RuntimeError(f'Could not infer dtype of {type(x).__name__}')
+        floating = floating or (dtype is None and isinstance(x, (builtins.float, np.floating)))
+    if 0 in sizes:
+        return
+
+    def check(seq, dim):
+        if dim == len(sizes):
+            if isinstance(seq, (list, tuple)):      # a number was expected
+                name = type(seq).__name__
+                raise TypeError(f'must be real number, not {name}' if floating else
+                                f"'{name}' object cannot be interpreted as an integer")
+            return
+        if not isinstance(seq, (list, tuple)):
+            raise TypeError('not a sequence')
+        if len(seq) != sizes[dim]:
+            raise ValueError(f'expected sequence of length {sizes[dim]} at dim {dim} '
+                             f'(got {len(seq)})')
+        for e in seq:
+            check(e, dim + 1)
+    check(data, 0)
+
+
+def _array_dtype_error(arr):
+    """PyTorch's TypeError for a NumPy array of a dtype tensors cannot hold."""
+    return TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The "
+                     'only supported types are: float64, float32, float16, int64, int32, '
+                     'int16, int8, uint64, uint32, uint16, uint8, and bool.')
+
+
+def _check_array(arr):
+    """``arr`` unless its dtype is no number's (str, object, datetime, ...) or wider
+    than 64 bits: tensor() and as_tensor() of it raise as PyTorch does, rather than
+    make a tensor of strings (complex stays: tape does not check it elsewhere)."""
+    k = arr.dtype.kind
+    if k not in 'fiubc' or (k == 'f' and arr.dtype.itemsize > 8):
+        raise _array_dtype_error(arr)
     return arr
 
 
@@ -144,7 +217,11 @@ def _flat(x):
 
 def _tolist(x):
     if isinstance(x, Tensor):
-        return x._data.tolist()
+        # PyTorch takes a tensor in a list as one number keeping its dtype (a NumPy
+        # number here, promoted as such): [tensor(1., dtype=float64), 2.] is float64
+        if x._data.size != 1:
+            raise ValueError('only one element tensors can be converted to Python scalars')
+        return np.asarray(x._data).reshape(())[()]
     if isinstance(x, (list, tuple)):
         return [_tolist(e) for e in x]
     return x
@@ -157,15 +234,24 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     >>> tape.tensor([[1, 2], [3, 4]]).dtype
     dtype('int64')
     """
+    if isinstance(data, Tensor):
+        _warnings.warn(_COPY_CONSTRUCT.format('torch.tensor'), UserWarning, stacklevel=2)
     return _finish(_infer(data, dtype), dtype, requires_grad)
+
+
+# PyTorch's warning for tensor(t) and x.new_tensor(t) of a tensor t (its 'torch.' kept)
+_COPY_CONSTRUCT = ('To copy construct from a tensor, it is recommended to use '
+                   'sourceTensor.detach().clone() or sourceTensor.detach().clone()'
+                   '.requires_grad_(True), rather than {}(sourceTensor).')
 
 
 def as_tensor(data, dtype=None, device=None):
     if isinstance(data, Tensor) and dtype is None:
         return data
     if isinstance(data, np.ndarray):
-        return _finish(data, dtype, False)
-    return tensor(data, dtype=dtype)
+        return _finish(_check_array(data), dtype, False)
+    # (not tensor(): as_tensor of a tensor does not warn)
+    return _finish(_infer(data, dtype), dtype, False)
 
 
 def from_numpy(arr):
@@ -173,9 +259,7 @@ def from_numpy(arr):
     if not isinstance(arr, np.ndarray):
         raise TypeError(f'expected np.ndarray (got {type(arr).__name__})')
     if arr.dtype.kind not in 'fiub' or arr.dtype.itemsize > 8:
-        raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The "
-                        'only supported types are: float64, float32, float16, int64, int32, '
-                        'int16, int8, uint64, uint32, uint16, uint8, and bool.')
+        raise _array_dtype_error(arr)
     if builtins.any(s < 0 for s in arr.strides):
         # (PyTorch's message, its double space included)
         raise ValueError('At least one stride in the given numpy array is negative, and tensors '
@@ -1290,7 +1374,7 @@ def _legacy_new(self, *args):
         data = args[0]
         if isinstance(data, Tensor) and data.dtype != dt:
             raise TypeError(f'expected {dt} tensor (got {data.dtype} tensor)')
-        return tensor(data.detach() if isinstance(data, Tensor) else data, dtype=dt)
+        return _finish(_infer(data, dt), dt, False)
     shape = tuple(args[0]) if isinstance(args[0], Size) else args
     bad = [n for n in shape if not isinstance(n, builtins.int)]
     if bad:

@@ -30,6 +30,7 @@ tensor(5., grad_fn=<SumBackward0>)
 import builtins
 
 import math
+import warnings
 
 import numpy as np
 
@@ -1032,9 +1033,11 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
                pin_memory=False):
     """A new leaf holding a copy of ``data``, in this tensor's dtype by default."""
-    from . import tensor
-    return tensor(data, dtype=_np(self).dtype if dtype is None else dtype,
-                  requires_grad=requires_grad)
+    from . import _finish, _infer, _COPY_CONSTRUCT
+    if isinstance(data, Tensor):
+        warnings.warn(_COPY_CONSTRUCT.format('tensor.new_tensor'), UserWarning, stacklevel=2)
+    dtype = _np(self).dtype if dtype is None else dtype
+    return _finish(_infer(data, dtype), dtype, requires_grad)
 
 
 def _matrix_transpose(name):

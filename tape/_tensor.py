@@ -86,6 +86,8 @@ def _summarized(a):
     if a.ndim == 0:
         return a
     e = PRINT_OPTS.edgeitems
+    if not e:
+        return a[:0]            # nothing is shown (a[-0:] would be all of it)
     if a.ndim == 1:
         return np.concatenate((a[:e], a[-e:])) if a.shape[0] > 2 * e else a
     rows = list(range(e)) + list(range(a.shape[0] - e, a.shape[0])) \
@@ -96,7 +98,9 @@ def _summarized(a):
 def _vector_str(a, indent, summarize, fmt):
     per_line = max(1, math.floor((PRINT_OPTS.linewidth - indent) / (fmt.max_width + 2)))
     e = PRINT_OPTS.edgeitems
-    if summarize and a.shape[0] > 2 * e:
+    if summarize and not e:
+        data = ['...']          # edgeitems=0: torch prints '[...]' (the size is a suffix)
+    elif summarize and a.shape[0] > 2 * e:
         data = ([fmt.format(v) for v in a[:e].tolist()] + [' ...']
                 + [fmt.format(v) for v in a[-e:].tolist()])
     else:
@@ -154,6 +158,7 @@ DTYPE_NAMES = {np.dtype(np.float32): 'tape.float32', np.dtype(np.float64): 'tape
                np.dtype(np.uint8): 'tape.uint8', np.dtype(np.int16): 'tape.int16',
                np.dtype(np.int8): 'tape.int8'}
 _INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
+_FLOAT_WARNED = []      # float() of a tensor requiring grad has warned (once a process)
 
 # Tensor.type()'s legacy names (tape.FloatTensor for torch.FloatTensor)
 _TYPE_NAMES = {np.dtype(np.float32): 'FloatTensor', np.dtype(np.float64): 'DoubleTensor',
@@ -569,6 +574,13 @@ class Tensor:
         return self.item()
 
     def __float__(self):
+        if self._rg and _tp.grad_mode.enabled and not _FLOAT_WARNED:
+            # PyTorch's TORCH_WARN_ONCE (float() only: not int(), bool() or item())
+            _FLOAT_WARNED.append(True)
+            import warnings
+            warnings.warn('Converting a tensor with requires_grad=True to a scalar may lead '
+                          'to unexpected behavior.\nConsider using tensor.detach() first.',
+                          UserWarning, stacklevel=2)
         return float(self._scalar())
 
     def __int__(self):
@@ -593,8 +605,14 @@ class Tensor:
         if not isinstance(element, (Tensor, int, float, complex, bool, np.number, np.bool_)):
             raise RuntimeError('Tensor.__contains__ only supports Tensor or scalar, but you '
                                f'passed in a {type(element)}.')
-        other = element._data if isinstance(element, Tensor) else element
-        return bool(np.any(np.asarray(other) == np.asarray(self._data)))
+        other = np.asarray(element._data if isinstance(element, Tensor) else element)
+        mine = np.asarray(self._data)
+        try:
+            np.broadcast_shapes(other.shape, mine.shape)
+        except ValueError:          # PyTorch's RuntimeError (of element == self)
+            from ._ops import shapes_error
+            raise shapes_error('eq', other.shape, mine.shape) from None
+        return bool(np.any(other == mine))
 
     def numpy(self, *, force=False):
         # PyTorch refuses only while grad mode is on: under no_grad (a custom
@@ -612,7 +630,10 @@ class Tensor:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                'tensor.detach().numpy() instead.')
         a = np.asarray(self._data)
-        return a if dtype is None else a.astype(dtype)
+        if dtype is not None:
+            return a.astype(dtype)
+        # np.array(t) passes copy=True and trusts the result to be new memory
+        return a.copy() if copy else a
 
     def __len__(self):
         if self._data.ndim == 0:
@@ -642,8 +663,12 @@ class Tensor:
                 suffixes.append(f'size={tuple(d.shape)}')
             if d.dtype != _default_dtype[0]:
                 suffixes.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
-        elif d.dtype not in (_default_dtype[0], _INT64, _BOOL):
-            suffixes.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
+        else:
+            if not PRINT_OPTS.edgeitems:
+                # torch names the shape whenever edgeitems=0 (the data may show as '...')
+                suffixes.append(f'size={tuple(d.shape)}')
+            if d.dtype not in (_default_dtype[0], _INT64, _BOOL):
+                suffixes.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
         if self._tape is not None:
             suffixes.append(f'grad_fn=<{self.grad_fn.name()}>')
         elif self._rg:
