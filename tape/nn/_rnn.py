@@ -44,7 +44,7 @@ import numpy as np
 from .. import _shapes as _sh
 from .._tape import grad_mode
 from .._tensor import DTYPE_NAMES, _leaf
-from ..autograd.function import Function
+from ..autograd.function import Function, _Saved
 from . import functional as F
 from . import init
 from .modules import Module, _empty
@@ -312,7 +312,11 @@ class _FusedLayer(Function):
         ctx.mode, ctx.reverse, ctx.batch_sizes = mode, reverse, batch_sizes
         ctx.lead, ctx.batch_first = lead, batch_first
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr)
+        ctx.save_for_backward(x, h0, c0, w_ih, w_hh, w_hr)
+        # The biases apart: BPTT never reads them, so (as in PyTorch, whose graph
+        # keeps the gates, not the biases) a bias changed in place after forward
+        # still backpropagates; only the create_graph recompute unpacks them.
+        ctx.biases = tuple(None if b is None else _Saved(b) for b in (b_ih, b_hh))
         res = (_leaf(out.reshape(xd.shape[:-1] + (h_out_size,))),
                _leaf(h_state.reshape(h0.shape)))
         return res + (_leaf(c_state.reshape(c0.shape)),) if mode == 'LSTM' else res
@@ -321,8 +325,9 @@ class _FusedLayer(Function):
     def backward(ctx, *grads):
         saved = ctx.saved_tensors
         if grad_mode.enabled:
-            return _fused_backward_tensors(ctx, saved, grads)
-        return _fused_backward(ctx, saved, grads)
+            biases = tuple(None if b is None else b.unpack(ctx._fn_name) for b in ctx.biases)
+            return _fused_backward_tensors(ctx, saved[:5] + biases + saved[5:], grads)
+        return _fused_backward(ctx, saved[:5] + (None, None) + saved[5:], grads)
 
 
 def _fused_backward(ctx, saved, grads):
@@ -561,6 +566,14 @@ class RNNBase(Module):
         if tuple(hx.shape) != expected:
             raise RuntimeError(msg.format(expected, list(hx.shape)))
 
+    def _check_state_dtype(self, h0):
+        # PyTorch's first product of a step is h0 @ W_hh^T, which fails on a state of
+        # another dtype; the fused layer would otherwise cast the state silently
+        w = self._flat_weights[0]
+        if np.dtype(h0.dtype) != np.dtype(w.dtype):
+            raise RuntimeError(f'mat1 and mat2 must have the same dtype, but got '
+                               f'{_scalar_name(h0)} and {_scalar_name(w)}')
+
     def _run(self, x, h0, c0, batch_first=False):
         """The stacked, possibly bidirectional recurrence over time-major ``x``
         (T, N, I), or (N, T, I) when ``batch_first``, from the states ``h0`` (and
@@ -645,6 +658,7 @@ class RNNBase(Module):
                                'Expected hidden[1] size {}, got {}')
         else:
             self._check_hidden(states[0], expected)
+        self._check_state_dtype(states[0])
         out, h_n, c_n = self._run_packed(data, bs, states[0], states[1] if lstm else None)
         if unsorted_indices is not None:
             h_n = _permute(h_n, unsorted_indices)
@@ -694,6 +708,7 @@ class RNNBase(Module):
                                'Expected hidden[1] size {}, got {}')
         else:
             self._check_hidden(states[0], self._expected_hidden(input, self.hidden_size))
+        self._check_state_dtype(states[0])
         # the fused layers read and write batch-first sequences as they are
         fused_bf = self.batch_first and _fused_ok(input)
         x = input.transpose(0, 1) if self.batch_first and not fused_bf else input
@@ -788,12 +803,19 @@ class RNNCellBase(Module):
         for weight in self.parameters():
             init.uniform_(weight, -stdv, stdv)
 
-    def _prepare(self, input, states, name):  # noqa: A002
-        """Checks dimensions, adds the batch dimension to unbatched input and states and
-        makes zero states where none were given; returns (batched, input, states)."""
+    @staticmethod
+    def _check_input_dim(input, name):  # noqa: A002
+        # before the states' checks, as in PyTorch
         if input.dim() not in (1, 2):
             raise ValueError(f'{name}: Expected input to be 1D or 2D, got {input.dim()}D '
                              'instead')
+
+    def _prepare(self, input, states, name):  # noqa: A002
+        """Checks dimensions, adds the batch dimension to unbatched input and states and
+        makes zero states where none were given; returns (batched, input, states).
+        The states' batch and hidden sizes are checked as PyTorch's cell ops do
+        (``hidden{i}``), so a mismatched state fails there, not in a broadcast."""
+        self._check_input_dim(input, name)
         batched = input.dim() == 2
         if not batched:
             input = input.unsqueeze(0)  # noqa: A001
@@ -801,9 +823,18 @@ class RNNCellBase(Module):
             raise RuntimeError(f'input has inconsistent input_size: got {input.size(1)} '
                                f'expected {self.input_size}')
         out = []
-        for s in states:
-            out.append(_zeros((input.size(0), self.hidden_size), input) if s is None
-                       else (s if batched else s.unsqueeze(0)))
+        for i, s in enumerate(states):
+            if s is None:
+                out.append(_zeros((input.size(0), self.hidden_size), input))
+                continue
+            s = s if batched else s.unsqueeze(0)
+            if s.size(0) != input.size(0):
+                raise RuntimeError(f"Input batch size {input.size(0)} doesn't match hidden{i} "
+                                   f'batch size {s.size(0)}')
+            if s.size(1) != self.hidden_size:
+                raise RuntimeError(f'hidden{i} has inconsistent hidden_size: got {s.size(1)}, '
+                                   f'expected {self.hidden_size}')
+            out.append(s)
         return batched, input, out
 
     def _project(self, input, h):  # noqa: A002
@@ -819,6 +850,7 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):  # noqa: A002
+        self._check_input_dim(input, 'RNNCell')
         if hx is not None and hx.dim() not in (1, 2):
             raise ValueError(f'RNNCell: Expected hidden to be 1D or 2D, got {hx.dim()}D '
                              'instead')
@@ -836,6 +868,7 @@ class LSTMCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):  # noqa: A002
+        self._check_input_dim(input, 'LSTMCell')
         if hx is not None:
             for idx, value in enumerate(hx):
                 if value.dim() not in (1, 2):
@@ -854,6 +887,7 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input, hx=None):  # noqa: A002
+        self._check_input_dim(input, 'GRUCell')
         if hx is not None and hx.dim() not in (1, 2):
             raise ValueError(f'GRUCell: Expected hidden to be 1D or 2D, got {hx.dim()}D '
                              'instead')

@@ -1430,18 +1430,57 @@ def _sdpa_bias(q, k, v, attn_mask, is_causal, L, S):
     return md
 
 
+def _meta_dtype_name(dt):
+    # PyTorch's TypeMeta name of a dtype, as its C++ checks print it
+    dt = np.dtype(dt)
+    if dt.name == 'bfloat16':
+        return 'c10::BFloat16'
+    return {'f8': 'double', 'f4': 'float', 'f2': 'c10::Half', 'i8': 'long int', 'i4': 'int',
+            'i2': 'short int', 'i1': 'signed char', 'u1': 'unsigned char', 'b1': 'bool',
+            'c8': 'c10::complex<float>', 'c16': 'c10::complex<double>'}.get(
+                dt.kind + str(dt.itemsize), str(dt))
+
+
+def _sdpa_validate(q, k, v, attn_mask):
+    """PyTorch's validate_sdpa_input, in its order and words: one dtype for q, k, v,
+    at least 2-D each, and a mask of bool, float32 or q's dtype (an integer mask
+    would otherwise be added to the scores as numbers)."""
+    qt, kt, vt = _dt_of(q), _dt_of(k), _dt_of(v)
+    if not qt == kt == vt:
+        raise RuntimeError(f'Expected query, key, and value to have the same dtype, but got '
+                           f'query.dtype: {_meta_dtype_name(qt)} key.dtype: '
+                           f'{_meta_dtype_name(kt)} and value.dtype: {_meta_dtype_name(vt)} '
+                           'instead.')
+    dims = [len(_shape_of(a)) for a in (q, k, v)]
+    if min(dims) < 2:
+        raise RuntimeError(f'Expected query, key, and value to all be  at least 2 dimensional, '
+                           f'but got query.dim: {dims[0]} key.dim: {dims[1]} and value.dim: '
+                           f'{dims[2]} instead.')
+    if attn_mask is not None:
+        mt = _dt_of(_t(attn_mask))
+        if mt not in (np.dtype(np.bool_), np.dtype(np.float32), qt):
+            raise RuntimeError(f'Expected attn_mask dtype to be bool or float or to match '
+                               f'query dtype, but got attn_mask.dtype: {_meta_dtype_name(mt)} '
+                               f'and  query.dtype: {_meta_dtype_name(qt)} instead.')
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """``softmax(q @ k^T * scale + bias, -1) @ v``, as PyTorch's reference math:
     ``is_causal`` masks above the diagonal with -inf, a bool ``attn_mask`` masks
     where it is False, a float one is added; ``enable_gqa`` repeats key/value heads."""
     q, k, v = _t(query), _t(key, query), _t(value, query)
+    _sdpa_validate(q, k, v, attn_mask)
     L, S = _shape_of(q)[-2], _shape_of(k)[-2]
     if is_causal and attn_mask is not None:
         raise RuntimeError('_scaled_dot_product_attention: Explicit attn_mask should not be '
                            'set when is_causal=True')
     if enable_gqa and len(_shape_of(q)) >= 3:
         hq, hk = _shape_of(q)[-3], _shape_of(k)[-3]
+        if hq % hk or hq % _shape_of(v)[-3]:
+            # (PyTorch's message, cut short as it is there)
+            raise RuntimeError('Number of heads in key and value must divide the number of '
+                               'heads in ')
         if hk != hq:
             k = k.repeat_interleave(hq // hk, -3)
             v = v.repeat_interleave(hq // _shape_of(v)[-3], -3)
