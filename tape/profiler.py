@@ -134,7 +134,8 @@ class _Interval:
 class FunctionEvent:
     """One call of a profiled op (or one ``record_function`` range); times in us."""
 
-    def __init__(self, id, name, thread, start_us, input_shapes, cpu_parent):  # noqa: A002
+    def __init__(self, id, name, thread, start_us, input_shapes, cpu_parent,  # noqa: A002
+                 user=False):
         self.id = id
         self.name = name
         self.thread = thread
@@ -144,7 +145,7 @@ class FunctionEvent:
         self.cpu_children = []
         self.count = 1
         self.device_type = 'CPU'
-        self.user = False           # a record_function range
+        self.user = user            # a record_function range
         self.open = True            # not ended yet
 
     key = property(lambda self: self.name)
@@ -275,7 +276,7 @@ class EventList(list):
     def export_chrome_trace(self, path):
         """Write the events as Chrome-trace JSON (chrome://tracing, Perfetto)."""
         pid = os.getpid()
-        trace = [{'ph': 'X', 'cat': 'user_annotation' if getattr(e, 'user', False)
+        trace = [{'ph': 'X', 'cat': 'user_annotation' if e.user
                   else 'cpu_op', 'name': e.name, 'pid': pid, 'tid': e.thread,
                   'ts': e.time_range.start, 'dur': e.cpu_time_total,
                   'args': {'Input Dims': e.input_shapes or []}} for e in self]
@@ -313,8 +314,7 @@ class _Recorder:
             from ._tensor import Tensor
             shapes = [list(a.shape) if isinstance(a, Tensor) else [] for a in args]
         ev = FunctionEvent(len(self.events), name, threading.get_ident(),
-                           (time.perf_counter_ns() - self.t0) / 1e3, shapes, parent)
-        ev.user = user
+                           (time.perf_counter_ns() - self.t0) / 1e3, shapes, parent, user)
         self.events.append(ev)
         if parent is not None:
             parent.cpu_children.append(ev)
@@ -367,7 +367,7 @@ _NOT_OPS = frozenset({
     'type', 'is_set_to', 'is_shared', 'is_pinned', 'share_memory_', 'pin_memory',
     'dim_order', 'is_inference', 'has_names', 'apply_', 'map_', 'manual_seed', 'seed',
     'initial_seed', 'compile', 'save', 'load', 'show_tape', 'typename', 'jit', 'vmap',
-    'numel', 'is_tensor', 'is_storage', 'result_type', 'promote_types', 'can_cast',
+    'is_tensor', 'is_storage', 'result_type', 'promote_types', 'can_cast',
     'from_numpy', 'frombuffer', 'asarray', 'as_tensor',
 })
 
