@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from . import _dtypes
+from . import _fronts
 from ._fpwarn import quietly
 from ._out import into_out
 from ._rules import OP, RULES
@@ -893,8 +894,15 @@ def _binary(name, scalar_name, rscalar_name, npf):
 
     fwd.__name__ = name
     rfwd.__name__ = 'r' + name
-    fwd.method = _as_method(fwd)
-    return fwd, rfwd
+    # the common lanes, specialized per operator (tape/_fronts.py); the front
+    # calls fwd (or the strict fwd, for the method) for everything else
+    make = _fronts.binary_front(
+        name, op, sop, b_saves, a_for_b, b_for_a, npf, uf, not slow_const, save_a_lane,
+        num_uf, _num_array)
+    front = make(fwd)
+    front.generic = fwd
+    front.method = make(_as_method(fwd))
+    return front, rfwd
 
 
 def _as_method(fwd):
@@ -1077,7 +1085,10 @@ def _unary(name, npf):
         except RuntimeWarning as e:         # an inf or NaN (tape/_fpwarn.py)
             return quietly(e, f, a, out=out)
     f.__name__ = name
-    return f
+    # the lane of an operand on a live tape, specialized (tape/_fronts.py)
+    front = _fronts.unary_front(name, op, saves, npf, small, _KERNEL32_FROM)(f)
+    front.generic = f
+    return front
 
 
 def _np_sigmoid(x):
