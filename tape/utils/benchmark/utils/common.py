@@ -45,9 +45,12 @@ def _f32(x: float) -> np.float32:
 
 
 def _log10_f32(x: float) -> float:
-    """``torch.tensor(x).log10().item()``: log10 in float32."""
+    """``torch.tensor(x).log10().item()``: log10 of the float32 value, rounded to
+    float32.  Computed in float64 and rounded once: NumPy's float32 log10 is
+    SIMD code whose last bit varies by CPU (1e-6 gave -6.0000005 on an AVX-512
+    machine, and so "ns" where PyTorch's unit is "us")."""
     with np.errstate(all="ignore"):
-        return float(np.log10(_f32(x)))
+        return float(np.float32(np.log10(np.float64(_f32(x)))))
 
 
 def _quantile(sorted_values: tuple[float, ...], q: float) -> float:
