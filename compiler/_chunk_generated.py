@@ -126,7 +126,7 @@ def vjp_mul(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_div(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """DivBackward0: ga += grad / b; gb += -grad * a / (b * b)"""
+    """DivBackward0: ga += grad / b; gb += -grad * (a / b / b)"""
     n = g.shape[0]
     if ga.shape[0]:
         if g.itemsize == 4 and b.itemsize == 4 and ga.itemsize == 4:
@@ -146,16 +146,16 @@ def vjp_div(g, a, b, out, c, d, ga, gb, set_a, set_b):
         if g.itemsize == 4 and a.itemsize == 4 and b.itemsize == 4 and gb.itemsize == 4:
             if set_b:
                 for i in range(n):
-                    gb[i] = -g[i] * a[i] / (b[i] * b[i])
+                    gb[i] = -g[i] * (a[i] / b[i] / b[i])
             else:
                 for i in range(n):
-                    gb[i] += -g[i] * a[i] / (b[i] * b[i])
+                    gb[i] += -g[i] * (a[i] / b[i] / b[i])
         elif set_b:
             for i in range(n):
-                gb[i] = -g[i] * a[i] / (b[i] * b[i])
+                gb[i] = -g[i] * (a[i] / b[i] / b[i])
         else:
             for i in range(n):
-                gb[i] += -g[i] * a[i] / (b[i] * b[i])
+                gb[i] += -g[i] * (a[i] / b[i] / b[i])
 
 
 @njit(cache=True, error_model='numpy')

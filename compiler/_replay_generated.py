@@ -275,6 +275,48 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 115:  # stack
             if _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
+        elif op == 116:  # max_all
+            if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 117:  # min_all
+            if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 118:  # max_even
+            if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 119:  # min_even
+            if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 120:  # amax_even
+            if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 121:  # amax_even_dim
+            if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 122:  # amin_even
+            if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 123:  # amin_even_dim
+            if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 124:  # median_even
+            if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 125:  # nanmedian_even
+            if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 126:  # unbind
+            if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 127:  # split_with_sizes
+            if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 128:  # squeeze_all
+            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 129:  # squeeze_dims
+            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
         else:
             return k      # a cold rule: the caller runs COLD_FWD[op]
     return -1
@@ -401,7 +443,7 @@ def _f_expand(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """kind 'identity': view, reshape, squeeze, unsqueeze, mv, squeeze_matmul, t_vector, alias, reshape_alias, unsafe_view, contiguous."""
+    """kind 'identity': view, reshape, squeeze, unsqueeze, mv, squeeze_matmul, t_vector, alias, reshape_alias, unsafe_view, contiguous, squeeze_all, squeeze_dims."""
     if in0 < 0:
         return k
     if x == 32:
@@ -488,7 +530,7 @@ def _f_put(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """kind 'reduce': sum_dim, mean_dim."""
+    """kind 'reduce': sum_dim, mean_dim, amax_even_dim, amin_even_dim."""
     if in0 < 0:
         return k
     c = RF[k, 7]
@@ -516,7 +558,7 @@ def _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """kind 'sum_all': sum, mean, dot."""
+    """kind 'sum_all': sum, mean, dot, max_even, min_even, amax_even, amin_even, median_even, nanmedian_even."""
     if in0 < 0:
         return k
     c = RF[k, 7]
@@ -533,7 +575,7 @@ def _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal."""
+    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal, max_all, min_all, unbind, split_with_sizes."""
     if in0 < 0:
         return k
     for i in range(n):

@@ -261,6 +261,34 @@ def sweep(R, G, V, A, reach, start, stop):
             _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 115:  # stack
             _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 116:  # max_all
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 117:  # min_all
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 118:  # max_even
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 119:  # min_even
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 120:  # amax_even
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 121:  # amax_even_dim
+            _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 122:  # amin_even
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 123:  # amin_even_dim
+            _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 124:  # median_even
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 125:  # nanmedian_even
+            _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 126:  # unbind
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 127:  # split_with_sizes
+            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 128:  # squeeze_all
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 129:  # squeeze_dims
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # Python runs it (COLD, or a new dispatcher)
     return -1
@@ -379,7 +407,7 @@ def _k_expand(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
-    """kind 'identity': view, reshape, squeeze, unsqueeze, mv, squeeze_matmul, t_vector, alias, reshape_alias, unsafe_view, contiguous."""
+    """kind 'identity': view, reshape, squeeze, unsqueeze, mv, squeeze_matmul, t_vector, alias, reshape_alias, unsafe_view, contiguous, squeeze_all, squeeze_dims."""
     for i in range(n):
         G[g0 + i] += G[go + i]
     return -1
@@ -430,7 +458,7 @@ def _k_put(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
-    """kind 'reduce': sum_dim, mean_dim."""
+    """kind 'reduce': sum_dim, mean_dim, amax_even_dim, amin_even_dim."""
     c = RF[k, 7]
     _broadcast_gather(G, g0, go, v, A, ax, c)
     return -1
@@ -438,7 +466,7 @@ def _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
-    """kind 'sum_all': sum, mean, dot."""
+    """kind 'sum_all': sum, mean, dot, max_even, min_even, amax_even, amin_even, median_even, nanmedian_even."""
     c = RF[k, 7]
     gout = G[go] * c
     for i in range(v):
@@ -448,7 +476,7 @@ def _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
-    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal."""
+    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal, max_all, min_all, unbind, split_with_sizes."""
     for i in range(n):
         G[g0 + A[ax + i]] += G[go + i]
     return -1
@@ -526,7 +554,7 @@ def _op_div(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
     if g1 >= 0:
         ug = uint64(g1)
         for i in range(uint64(n)):
-            G[ug + i] += -G[ugo + i] * V[uv0 + i] / (V[uv1 + i] * V[uv1 + i])
+            G[ug + i] += -G[ugo + i] * (V[uv0 + i] / V[uv1 + i] / V[uv1 + i])
     return -1
 
 
@@ -1418,4 +1446,4 @@ COLD = {
 }
 
 # the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
-HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 63, 68, 69, 70, 71, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 114, 115})
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 63, 68, 69, 70, 71, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127, 128, 129})

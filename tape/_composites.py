@@ -406,7 +406,8 @@ def _median(opname, skip_nan):
             with no_grad():
                 value = _select_kth(flat, 0, False, _lower_median(skip_nan), opname).values
             return _red._evenly(a, None, False,
-                                np.asarray(value._data).reshape((1,) * d.ndim))
+                                np.asarray(value._data).reshape((1,) * d.ndim),
+                                rule=opname + '_even')     # MedianBackward0
         return _select_kth(a, dim, keepdim, _lower_median(skip_nan), opname)
     f.__name__ = opname
     return f
@@ -684,13 +685,71 @@ def xlogy(input, other):  # noqa: A002
         raise RuntimeError(f'xlogy: The size of tensor a {tuple(sx)} must match the size of '
                            f'tensor b {tuple(sy)} (shapes do not broadcast)') from None
     note_value_use('xlogy')
-    yd = _np(y)
-    with np.errstate(invalid='ignore'):
-        # where x is 0 and log(y) is not a finite number (y <= 0 or inf), y is read
-        # as 1: the value is 0 and neither gradient sees log(0) (PyTorch's masks)
-        zero = (_np(x) == 0) & ~np.isnan(yd) & ~((yd > 0) & np.isfinite(yd))
-    y_safe = _ew.where(zero, np.asarray(1.0, yd.dtype), y) if zero.any() else y
-    return _ops.mul(x, _ops.log(y_safe))
+    # XlogyBackward0 (two tensors), 1 (a number as input), 2 (a number as other)
+    kind = 0 if isinstance(input, Tensor) and isinstance(other, Tensor) else \
+        (2 if isinstance(input, Tensor) else 1)
+    return _xlogy_fns()[kind].apply(x, y)
+
+
+_XLOGY = {}
+
+
+def _xlogy_fns(log1p=False):
+    """xlogy (``log1p``: special.xlog1py) as one Function per PyTorch node
+    (XlogyBackward0/1/2: two tensors, a number as input, a number as other), with
+    PyTorch's derivatives (derivatives.yaml), which no masked composite of
+    ``x * log(y)`` gives: d/dx is ``xlogy(grad, y)`` masked to 0 where x == 0 and
+    y <= 0 (y <= -1 for xlog1py; for a number y, where y is not above that: NaN
+    too), so inf at x == 0, y == inf; d/dy is ``grad * x / y`` (``/ (y + 1)``)
+    unmasked, NaN at x == y == 0.  The backward is in tape ops, so it
+    differentiates again as PyTorch's does."""
+    fns = _XLOGY.get(log1p)
+    if fns is None:
+        from .autograd import Function
+        low = -1.0 if log1p else 0.0
+
+        class _Xlogy(Function):
+            scalar_other = False
+
+            @staticmethod
+            def forward(ctx, x, y):
+                ctx.save_for_backward(x, y)
+                xd, yd = _np(x), _np(y)
+                dt = np.result_type(xd.dtype, yd.dtype)
+                with np.errstate(all='ignore'):
+                    val = np.where(np.isnan(yd), np.asarray(np.nan, dt),
+                                   np.where(xd == 0, np.zeros((), dt),
+                                            xd * (np.log1p(yd) if log1p else np.log(yd))))
+                return _leaf(np.ascontiguousarray(val, dtype=dt))
+
+            @classmethod
+            def backward(cls, ctx, g):
+                with np.errstate(all='ignore'):
+                    return cls._grads(ctx, g)
+
+            @classmethod
+            def _grads(cls, ctx, g):
+                x, y = ctx.saved_tensors
+                gx = gy = None
+                if ctx.needs_input_grad[0]:
+                    xd, yd = _np(x), _np(y)
+                    with np.errstate(invalid='ignore'):
+                        drop = (xd == 0) & (~(yd > low) if cls.scalar_other else (yd <= low))
+                    gx = _xlogy_fns(log1p)[0].apply(g, y)
+                    if drop.any():
+                        gx = _ew.where(_leaf(np.ascontiguousarray(drop)),
+                                       np.zeros((), _np(gx).dtype), gx)
+                if ctx.needs_input_grad[1]:
+                    gy = _ops.div(_ops.mul(g, x), _ops.add(y, 1.0) if log1p else y)
+                return gx, gy
+
+        fns = []
+        for i in range(3):
+            cls = type('_Xlogy', (_Xlogy,), {'scalar_other': i == 2})
+            cls._backward_name = f'SpecialXlog1PyBackward{i}' if log1p else f'XlogyBackward{i}'
+            fns.append(cls)
+        _XLOGY[log1p] = fns
+    return fns
 
 
 def hypot(input, other):  # noqa: A002
@@ -1903,6 +1962,8 @@ def positive(input):  # noqa: A002
 def rsub(input, other, *, alpha=1):  # noqa: A002
     """``other - alpha * input``."""
     a = _t(input)
+    if alpha == 1 and type(other) in (int, float):
+        return _ops.rsub(a, other)          # other - a, as ``other - input``: RsubBackward1
     return _ops.sub(_t(other, a), a if alpha == 1 else _ops.mul(a, alpha))
 
 

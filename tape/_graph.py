@@ -16,9 +16,9 @@ from ._tape import STALE, resolve
 
 _BROADCAST = OP['broadcast']
 _PYTHON = OP['python']
-# rules PyTorch shows with a second, constant input: x + 2 is AddBackward0((x), (None))
-_SCALAR_SECOND = {OP[n] for n in ('add_scalar', 'sub_scalar', 'rsub_scalar', 'mul_scalar',
-                                  'div_scalar')}
+# rules PyTorch shows with a second, constant input: x + 2 is AddBackward0((x), (None));
+# 2 - x is RsubBackward1((x)) alone
+_SCALAR_SECOND = {OP[n] for n in ('add_scalar', 'sub_scalar', 'mul_scalar', 'div_scalar')}
 _CAT_ROOTS = {OP['cat'], OP['stack']}
 _COUNT_SHIFT = 40           # a cat record's field 7: wb | count << 40 (tape/_rules.py)
 _classes = {}

@@ -220,14 +220,35 @@ def _extreme(a, dim, keepdim, opname, argf, take_name):
                           _leaf(idx.astype(np.int64)))
 
 
-def _evenly(a, dims, keepdim, value):
+_NAMED_SUMS = {}     # rule name -> a sum recorded under that rule (its node's name)
+
+
+def _named_sum(rule):
+    f = _NAMED_SUMS.get(rule)
+    if f is None:
+        f = _NAMED_SUMS[rule] = _ops._reduce(rule, rule + '_dim' if rule + '_dim' in OP
+                                             else 'sum_dim', _ops._np_sum, lambda n: 1.0)
+    return f
+
+
+def _evenly(a, dims, keepdim, value, nan_ties=True, rule=None):
     """Values ``value`` (keepdim shape) with the gradient shared evenly among ties.
 
+    ``rule``: the sum's rule (its ``_dim`` twin along dims), which names the
+    node as PyTorch does (``amax_even``: AmaxBackward0).
+
     Recorded as ``sum(a * w, dims)`` with the constant ``w = tie / count``; the
-    result then gets the exact values (the products can round)."""
+    result then gets the exact values (the products can round).  A NaN extreme
+    ties the NaNs (max(), median()'s evenly_distribute_backward); with
+    ``nan_ties=False`` nothing ties it, so its whole slice gets ``0 / 0``, NaN
+    (amax/amin's scale_grad_by_count: ``grad / (result == self).sum() * mask``)."""
     d = np.asarray(a._data)
     k = d.ndim if dims is None else len(dims)
-    if d.dtype in (np.float32, np.float64) and d.flags.c_contiguous and d.size and (
+    if not nan_ties and d.dtype.kind == 'f' and np.isnan(value).any():
+        tie = d == value
+        with np.errstate(invalid='ignore'):
+            w = _leaf((tie / tie.sum(axis=dims, keepdims=True)).astype(d.dtype))
+    elif d.dtype in (np.float32, np.float64) and d.flags.c_contiguous and d.size and (
             dims is None or tuple(sorted(dims)) == tuple(range(d.ndim - k, d.ndim))):
         # the reduced dims are the trailing ones (dim=-1, or all): rows of a 2-d
         # view, one compiled pass each for the count and the weights
@@ -245,7 +266,7 @@ def _evenly(a, dims, keepdim, value):
         count = tie.sum(axis=dims, keepdims=True)
         w = _leaf((tie / count).astype(d.dtype))
     with np.errstate(all='ignore'):
-        r = _ops.sum_(_ops.mul(a, w), dims, keepdim)
+        r = (_ops.sum_ if rule is None else _named_sum(rule))(_ops.mul(a, w), dims, keepdim)
     if not keepdim:
         value = value.reshape(()) if dims is None else np.squeeze(value, axis=dims)
     value = np.asarray(value, dtype=np.asarray(r._data).dtype)
@@ -302,6 +323,18 @@ def _extreme_fast(a, d, dim, keepdim, argf, take_name, opname):
 _I64 = np.dtype(np.int64)
 
 
+def _extreme_all(a, d, value, opname):
+    """max() or min() of all of ``a`` (data ``d``, extreme ``value``, keepdims) as
+    PyTorch records it (MaxBackward1): a take of the extreme's position when
+    one element holds it, else the gradient shared evenly among the ties."""
+    v = value.reshape(-1)[0]
+    tie = np.isnan(d) if d.dtype.kind == 'f' and v != v else d == v     # NaN wins
+    if np.count_nonzero(tie) == 1:
+        pos = np.array([np.argmax(tie)], np.int64)     # (the flat index, C order)
+        return take_as(opname + '_all', a, d.reshape(-1)[pos[0]], pos, unique=True)
+    return _evenly(a, None, False, value, rule=opname + '_even')
+
+
 def _max_min(npf, argf, opname, take_name, binary, arg_method):
     def f(a, dim=None, keepdim=False, *, out=None):
         if out is not None:         # (values and indices, or max(a, b)'s one tensor)
@@ -329,7 +362,7 @@ def _max_min(npf, argf, opname, take_name, binary, arg_method):
             value = npf(d, axis=None, keepdims=True)
             if not (a._rg and grad_mode.enabled):
                 return _leaf(value.reshape(())[()])
-            return _evenly(a, None, False, value)
+            return _extreme_all(a, d, value, opname)
         return _extreme(a, dim, keepdim, opname, argf, take_name)
     f.__name__ = opname
     return f
@@ -341,7 +374,7 @@ min = _max_min(np.min, _np_argmin, 'min', 'min_dim', _ops.minimum,  # noqa: A001
                np.ndarray.argmin)
 
 
-def _amax_amin(npf, opname):
+def _amax_amin(npf, opname, nan_ties=False):
     def f(a, dim=(), keepdim=False):
         note_value_use(opname)
         a = _t(a)
@@ -361,13 +394,17 @@ def _amax_amin(npf, opname):
             if keepdim:
                 return _leaf(value)
             return _leaf(value.reshape(())[()] if dims is None else np.squeeze(value, axis=dims))
-        return _evenly(a, dims, keepdim, value)
+        return _evenly(a, dims, keepdim, value, nan_ties=nan_ties, rule=opname + '_even')
     f.__name__ = opname
     return f
 
 
 amax = _amax_amin(np.max, 'amax')
 amin = _amax_amin(np.min, 'amin')
+# the inf-norms' reductions of |x|: PyTorch's norm backward shares the gradient
+# among the NaNs of a NaN slice (mask |x| == norm or isnan), as max() does
+_amax_norm = _amax_amin(np.max, 'amax', nan_ties=True)
+_amin_norm = _amax_amin(np.min, 'amin', nan_ties=True)
 
 
 # --------------------------------------------------------- var, std, norm
@@ -525,9 +562,9 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     if (p < 0 or p == float('inf')) and d.size == 0:
         _empty_norm_error(ord, dim, d.shape, dims)
     if p == float('inf'):
-        return amax(_ops.abs_(a), dims if dims is not None else (), keepdim)
+        return _amax_norm(_ops.abs_(a), dims if dims is not None else (), keepdim)
     if p == float('-inf'):
-        return amin(_ops.abs_(a), dims if dims is not None else (), keepdim)
+        return _amin_norm(_ops.abs_(a), dims if dims is not None else (), keepdim)
     if p == 0:
         cnt = np.asarray(np.sum(d != 0, axis=dims, keepdims=keepdim).astype(d.dtype))
         if a._rg and grad_mode.enabled:
@@ -539,18 +576,23 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
         s = _sum_squares32(a, d, keepdim)
     elif p == 2:
         s = _ops.sum_(_ops.mul(a, a), dims, keepdim)
-    elif p < 0 and np.any(d == 0):
-        return _negative_norm_with_zeros(a, d, p, dims, keepdim)
-    elif p < 1 and np.any(d == 0):
-        # |x| ** p has an infinite slope at 0 (0 * inf: NaN): zeros contribute
-        # nothing and get a zero gradient, as PyTorch's norm backward masks them
-        note_value_use('norm')
-        from . import _elementwise as _ew
-        zero = d == 0
-        powered = _ops.pow_(_ew.where(zero, 1.0, _ops.abs_(a)), p)
-        s = _ops.sum_(_ew.where(zero, 0.0, powered), dims, keepdim)
-    else:
+    elif p > 1 and grad_mode.value_uses is not None and d.size and np.all(np.isfinite(d)) \
+            and not np.any(d == 0):
+        # while tape.jit traces, on finite nonzero values: the composite, which
+        # replays (the node below runs Python); its value and first derivative
+        # are the node's, and at zeros too for p > 1
         s = _ops.sum_(_ops.pow_(_ops.abs_(a), p), dims, keepdim)
+    else:
+        # any other p: one node with PyTorch's norm_backward (its masks give 0 or
+        # NaN at zeros, inf and NaN where a composite of |x|^p does not)
+        with np.errstate(all='ignore'):
+            out = np.power(np.sum(np.power(np.abs(d), p), axis=dims, keepdims=keepdim),
+                           1.0 / p)
+        out = np.asarray(out, d.dtype)
+        if a._rg and grad_mode.enabled:
+            note_value_use('norm')
+            return _pnorm_fn().apply(a, p, dims, keepdim, out)
+        return _leaf(out)
     return _root(s, 'norm_root', 1.0 / p)
 
 
@@ -591,18 +633,55 @@ def _count_nonzero_fn():
     return _COUNT[0]
 
 
-def _negative_norm_with_zeros(a, d, p, dims, keepdim):
-    """The p-norm (p < 0) of ``a``, which has a zero: a slice with a zero has
-    sum |x|^p = inf and so norm 0, with a zero gradient throughout, as PyTorch's;
-    the other slices as usual."""
-    note_value_use('norm')
-    from . import _elementwise as _ew
-    zero = d == 0
-    hit = np.any(zero, axis=dims, keepdims=keepdim)
-    hit_full = np.any(zero, axis=dims, keepdims=True)
-    powered = _ops.pow_(_ew.where(zero, 1.0, _ops.abs_(a)), p)
-    s = _ops.sum_(_ew.where(np.broadcast_to(hit_full, d.shape), 1.0, powered), dims, keepdim)
-    return _ew.where(hit, 0.0, _root(s, 'norm_root', 1.0 / p))
+_PNORM = []
+
+
+def _pnorm_fn():
+    """The p-norm for p not 0, 1, 2 or inf as one node (LinalgVectorNormBackward0)
+    whose backward is PyTorch's norm_backward written in tape ops, so that a
+    second derivative is that formula's, as PyTorch's is:
+    ``sgn(x) |x|^(p-1)`` (0 at x == 0) ``* grad * norm^(1-p)`` for p < 1, else
+    ``sgn(x) |x|^(p-1)`` (``x |x|^(p-2)`` for p > 2) ``* grad / norm^(p-1)``
+    (0 where the norm is 0).  The norm in the backward is recomputed by this
+    node, so it differentiates as the result does."""
+    if not _PNORM:
+        from .autograd import Function
+        from . import _elementwise as _ew
+
+        class LinalgVectorNorm(Function):
+            @staticmethod
+            def forward(ctx, a, p, dims, keepdim, out):
+                ctx.save_for_backward(a)
+                ctx.p, ctx.dims, ctx.keepdim = p, dims, keepdim
+                return _leaf(out)
+
+            @staticmethod
+            def backward(ctx, grad):
+                x, = ctx.saved_tensors
+                p, dims = ctx.p, ctx.dims
+                d = np.asarray(x._data)
+                kept = (1,) * d.ndim if dims is None else \
+                    tuple(1 if i in dims else n for i, n in enumerate(d.shape))
+                g = _ops.reshape(grad, kept)
+                norm = vector_norm(x, p, dims, True)
+                nd = np.asarray(norm._data)
+                with np.errstate(all='ignore'):
+                    if p < 1:
+                        mag = _ew.where(d == 0, 0.0, _ops.pow_(_ops.abs_(x), p - 1))
+                        return (_ops.mul(_ops.mul(_ops.mul(_ew.sign(x), mag), g),
+                                         _ops.pow_(norm, 1 - p)),
+                                None, None, None, None)
+                    if p < 2:
+                        scaled = _ops.mul(_ew.sign(x), _ops.pow_(_ops.abs_(x), p - 1))
+                    else:
+                        scaled = _ops.mul(x, _ops.pow_(_ops.abs_(x), p - 2))
+                    scale = _ops.div(g, _ops.pow_(norm, p - 1))
+                    if np.any(nd == 0):
+                        scale = _ew.where(np.broadcast_to(nd == 0, scale.shape), 0.0, scale)
+                    return _ops.mul(scaled, scale), None, None, None, None
+        LinalgVectorNorm._backward_name = 'LinalgVectorNormBackward0'
+        _PNORM.append(LinalgVectorNorm)
+    return _PNORM[0]
 
 
 def _sum_squares32(a, d, keepdim):

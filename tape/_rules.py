@@ -159,7 +159,9 @@ RULES = [
     E('add', 'AddBackward0', 'ab', ('grad', 'grad'), fwd='a + b'),
     E('sub', 'SubBackward0', 'ab', ('grad', '-grad'), fwd='a - b'),
     E('mul', 'MulBackward0', 'ab', ('grad * b', 'grad * a'), fwd='a * b'),
-    E('div', 'DivBackward0', 'ab', ('grad / b', '-grad * a / (b * b)'), fwd='a / b'),
+    # (a / b) / b, as PyTorch's div_tensor_other_backward: b * b under- or
+    # overflows (b = 1e-200, 1e200) where the quotients do not
+    E('div', 'DivBackward0', 'ab', ('grad / b', '-grad * (a / b / b)'), fwd='a / b'),
     # PyTorch's masks: no gradient to the base where the exponent is 0, nor to the
     # exponent where the base is 0 and the exponent >= 0 (so 0 ** 0 gives no NaN);
     # where_pos keeps the Tensor form of pow_grad (create_graph) from 0 * inf there,
@@ -384,6 +386,23 @@ RULES = [
     # columns of the output's: nothing saved, no index map
     S('cat', 'CatBackward0', 'cat'),
     S('stack', 'StackBackward0', 'cat'),           # the inputs themselves, not unsqueezed
+    # reductions named as PyTorch names them (tape/_reductions.py _evenly): a
+    # unique extreme of all elements is a take of its position; ties share the
+    # gradient as sum(a * w), whose sum carries the name
+    S('max_all', 'MaxBackward1', 'take', frees=True),
+    S('min_all', 'MinBackward1', 'take', frees=True),
+    S('max_even', 'MaxBackward1', 'sum_all'),
+    S('min_even', 'MinBackward1', 'sum_all'),
+    S('amax_even', 'AmaxBackward0', 'sum_all'),
+    S('amax_even_dim', 'AmaxBackward0', 'reduce'),
+    S('amin_even', 'AminBackward0', 'sum_all'),
+    S('amin_even_dim', 'AminBackward0', 'reduce'),
+    S('median_even', 'MedianBackward0', 'sum_all'),
+    S('nanmedian_even', 'NanmedianBackward0', 'sum_all'),
+    S('unbind', 'UnbindBackward0', 'take'),        # unbind, iterating a tensor
+    S('split_with_sizes', 'SplitWithSizesBackward0', 'take'),
+    S('squeeze_all', 'SqueezeBackward0', 'identity'),     # squeeze() with no dim
+    S('squeeze_dims', 'SqueezeBackward2', 'identity'),    # squeeze((d0, d1))
 ]
 
 for _i, _r in enumerate(RULES):

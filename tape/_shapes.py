@@ -69,7 +69,10 @@ def squeeze(a, dim=None):
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
         drop = {_norm_dim(k, len(shape), 'squeeze') for k in dims}
         new = tuple(s for i, s in enumerate(shape) if not (i in drop and s == 1))
-    return _reshaped_view('squeeze', a, new)
+    # PyTorch's node: SqueezeBackward0 with no dim, 1 with an int, 2 with dims
+    name = 'squeeze_all' if dim is None else \
+        'squeeze_dims' if isinstance(dim, (tuple, list)) else 'squeeze'
+    return _reshaped_view(name, a, new)
 
 
 def _reshaped_view(name, a, shape):
@@ -220,10 +223,13 @@ def split(a, split_size_or_sections, dim=0):
     idx = _flat_index(d.shape)
     parts = []
     start = 0
+    # split(a, [sizes]) is PyTorch's split_with_sizes (SplitWithSizesBackward0)
+    rule, node = ('split_with_sizes', 'SplitWithSizesBackward0') if isinstance(
+        split_size_or_sections, (list, tuple)) else ('split', 'SplitBackward0')
     for s in sizes:
         key = (slice(None),) * dim + (slice(start, start + s),)
-        parts.append(as_view(take_as('split', a, d[key], idx[key], key), a, _picker(key),
-                             multi='SplitBackward0'))
+        parts.append(as_view(take_as(rule, a, d[key], idx[key], key), a, _picker(key),
+                             multi=node))
         start += s
     return tuple(parts)
 
@@ -252,7 +258,7 @@ def unbind(a, dim=0):
     out = []
     for i in range(d.shape[dim]):
         key = (slice(None),) * dim + (i, Ellipsis)
-        out.append(as_view(take_as('select', a, d[key], idx[key], key), a, _picker(key),
+        out.append(as_view(take_as('unbind', a, d[key], idx[key], key), a, _picker(key),
                            multi='UnbindBackward0'))
     return tuple(out)
 

@@ -643,6 +643,10 @@ class Tensor:
     def __iter__(self):
         if self._data.ndim == 0:
             raise TypeError('iteration over a 0-d tensor')
+        if self._rg and _tp.grad_mode.enabled:
+            # PyTorch iterates self.unbind(0): the rows' grad_fn is UnbindBackward0
+            from ._shapes import unbind
+            return iter(unbind(self, 0))
         return (self[i] for i in range(self._data.shape[0]))
 
     def __hash__(self):

@@ -126,6 +126,14 @@ def _solve_np(a, b):
                           'singular.') from None
 
 
+def _torch_named(cls, node):
+    """Name ``cls``'s node (``grad_fn.name()``) as PyTorch names the op's."""
+    from .autograd.function import _register_node_class
+    cls._backward_name = node
+    _register_node_class(node)
+    return cls
+
+
 def _solve_fn():
     from .autograd import Function
 
@@ -147,7 +155,7 @@ def _solve_fn():
             gb = LinalgSolveEx.apply(A.mT, gx)
             ga = -(gb @ X.mT) if ctx.needs_input_grad[0] else None
             return (None if ga is None else _sum_to(ga, sa)), _sum_to(gb, sb)
-    return LinalgSolveEx
+    return _torch_named(LinalgSolveEx, 'LinalgSolveExBackward0')
 
 
 _SOLVE = []
@@ -250,7 +258,8 @@ def _det_fns():
                 with np.errstate(divide='ignore', invalid='ignore'):
                     inv_t = _leaf(_cofactors(a) / np.linalg.det(a)[..., None, None])
             return g.unsqueeze(-1).unsqueeze(-1) * inv_t
-    return LinalgDet, LinalgLogAbsDet
+    return (_torch_named(LinalgDet, 'LinalgDetBackward0'),
+            _torch_named(LinalgLogAbsDet, 'LinalgSlogdetBackward0'))
 
 
 def _cofactors(a):
@@ -563,6 +572,11 @@ def _fns():
                 gB = _sum_to(P.mT @ gX, tuple(B.shape))
             return gA, gB, None
 
+    for cls, node in ((LinalgCholesky, 'LinalgCholeskyExBackward0'),
+                      (LinalgEigh, 'LinalgEighBackward0'), (LinalgQR, 'LinalgQrBackward0'),
+                      (LinalgSVD, 'LinalgSvdBackward0'), (LinalgSvdvals, 'LinalgSvdBackward0'),
+                      (LinalgLstsq, 'LinalgLstsqBackward0')):
+        _torch_named(cls, node)
     _FNS.update(cholesky=LinalgCholesky, eigh=LinalgEigh, qr=LinalgQR, svd=LinalgSVD,
                 svdvals=LinalgSvdvals, lstsq=LinalgLstsq)
     return _FNS
@@ -811,7 +825,7 @@ def _pinv_fn():
         def backward(ctx, g):
             A, = ctx.saved_tensors
             return _pinv_backward(g, A, LinalgPinv.apply(A, *ctx.tols)), None, None, None
-    _PINV.append(LinalgPinv)
+    _PINV.append(_torch_named(LinalgPinv, 'LinalgPinvBackward0'))
     return LinalgPinv
 
 

@@ -93,28 +93,21 @@ def entr(input):  # noqa: A002
 
 
 def xlog1py(input, other):  # noqa: A002
-    """``x * log1p(y)``, 0 where x == 0 (unless y is NaN), as ``xlogy``; the
-    gradient in x is log1p(y) (at x == 0 too), in y x / (1 + y)."""
-    import numpy as np
+    """``x * log1p(y)``, 0 where x == 0 (unless y is NaN), as ``xlogy``, with
+    PyTorch's gradients (``tape._composites._xlogy_fns``): in x ``xlog1py(grad,
+    y)``, 0 where x == 0 and y <= -1; in y ``grad * x / (1 + y)``."""
     from . import _ops
-    from ._composites import _float_input, _t
+    from ._composites import _float_input, _t, _xlogy_fns
     if not isinstance(input, _tape.Tensor) and not isinstance(other, _tape.Tensor):
         raise TypeError(f"xlog1py(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")
     like = input if isinstance(input, _tape.Tensor) else other
     # (a Python float beside an integer tensor stays a float, as in xlogy)
     x, y = _float_input(_t(input, like)), _float_input(_t(other, like))
-    xd, yd = np.asarray(x._data), np.asarray(y._data)
-    shape = _ops.check_broadcast('xlog1py', x, y)
-    log1p_y = _tape.log1p(y)
-    with np.errstate(all='ignore'):
-        # only where log1p(y) is not a finite number (y == -1, y < -1, y == inf)
-        # does 0 * log1p(y) need the 0
-        drop = (xd == 0) & ~np.isfinite(np.log1p(yd)) & ~np.isnan(yd)
-    if np.any(drop):
-        log1p_y = _tape.where(_tape.from_numpy(np.ascontiguousarray(np.broadcast_to(
-            drop, shape))), 0.0, log1p_y)
-    return x * log1p_y
+    _ops.check_broadcast('xlog1py', x, y)
+    kind = 0 if isinstance(input, _tape.Tensor) and isinstance(other, _tape.Tensor) else \
+        (2 if isinstance(input, _tape.Tensor) else 1)
+    return _xlogy_fns(True)[kind].apply(x, y)
 
 
 # log_ndtr's asymptotic series for x < -20: log(1 - 1/x^2 + 3/x^4 - ...), to x^-10

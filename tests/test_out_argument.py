@@ -1,4 +1,5 @@
 """PyTorch's ``out=`` on the functions of the namespace (tape/_out.py)."""
+import warnings
 import numpy as np
 import pytest
 
@@ -90,6 +91,11 @@ def test_out_of_another_shape_is_resized_with_pytorchs_warning():
     out = tape.empty(5)
     with pytest.warns(UserWarning, match=r'resized since it had shape \[5\], which does not '
                       r'match the required output shape \[2, 3\]'):
+        tape.add(tape.ones(2, 3), 1, out=out)
+    assert out.shape == (2, 3)
+    out = tape.empty(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')      # zeros and ones resize silently, as PyTorch's
         tape.zeros(2, 3, out=out)
     assert out.shape == (2, 3)
     empty = tape.empty(0)

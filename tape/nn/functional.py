@@ -626,11 +626,14 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):  # noqa
     return _ops.mul(a, mask)
 
 
-def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
     a = _t(input)
     if dim is not None and not isinstance(dim, (tuple, list)):
         _norm_dim(dim, np.ndim(a._data), 'normalize')     # (a 0-d input: [-1, 0])
     n = _red.vector_norm(a, p, dim, True)
+    if out is not None:         # (PyTorch's out=: the division's, tape/_out.py)
+        from .._out import into_out
+        return into_out(_ops.div(a, _ew.clamp(n, min=eps)), out, 'div', a)
     return _ops.div(a, _ew.clamp(n, min=eps))
 
 
@@ -1086,18 +1089,11 @@ def huber_loss(input, target, reduction='mean', delta=1.0, weight=None):  # noqa
 
 
 def _xlogy_self(t):
-    """``t * log(t)``, 0 where ``t == 0`` (PyTorch's ``xlogy(t, t)``)."""
-    note_value_use('xlogy')
-    td = np.asarray(t._data)
-    zero = td == 0
-    if not zero.any():
-        with np.errstate(invalid='ignore'):
-            return _ops.mul(t, _ops.log(t))
-    # only the zeros read as 1 (a negative t stays NaN, as PyTorch's)
-    safe = _ew.where(_leaf(~zero), t, _leaf(np.ones((), td.dtype)))
-    with np.errstate(invalid='ignore'):
-        val = _ops.mul(t, _ops.log(safe))
-    return _ew.where(_leaf(td == 0), _leaf(np.zeros((), td.dtype)), val)
+    """PyTorch's ``xlogy(t, t)``: ``t * log(t)``, 0 where ``t == 0``; its gradient
+    (``tape._composites._xlogy_fns``) is NaN at t == 0 (``t / t``), as PyTorch's
+    kl_div target gradient is there."""
+    from .._composites import xlogy
+    return xlogy(t, t)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction='mean',  # noqa: A002
@@ -1240,11 +1236,12 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         if full:
             note_value_use('poisson_nll_loss')
             yd = np.asarray(y._data)
-            big = yd > 1
-            ys = _ew.where(_leaf(big), y, _leaf(np.full((), 2.0, yd.dtype)))
-            stirling = _ops.add(_ops.sub(_ops.mul(ys, _ops.log(ys)), ys),
-                                _ops.mul(_ops.log(_ops.mul(ys, 2 * _math.pi)), 0.5))
-            loss = _ops.add(loss, _ew.where(_leaf(big), stirling,
+            # PyTorch's stirling.masked_fill(target <= 1, 0) of the target itself:
+            # the masked gradient, 0 times Stirling's, is NaN where that is not
+            # finite (target <= 0), as PyTorch's target gradient is
+            stirling = _ops.add(_ops.sub(_ops.mul(y, _ops.log(y)), y),
+                                _ops.mul(_ops.log(_ops.mul(y, 2 * _math.pi)), 0.5))
+            loss = _ops.add(loss, _ew.where(_leaf(~(yd <= 1)), stirling,
                                             _leaf(np.zeros((), _dt_of(stirling)))))
     return _reduce(loss, reduction, 'poisson_nll_loss')
 
