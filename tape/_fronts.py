@@ -26,6 +26,15 @@ from ._tape import PACK, PACK_C, grad_mode, grad_off, open_tape
 from ._tensor import Tensor, _TNEW
 
 
+def _result(indent):
+    """Source lines that make the result tensor of record ``k`` at ``slot`` and
+    return it (``_ops._result`` inline), at ``indent`` spaces."""
+    pad = ' ' * indent
+    return ('\n' + pad).join([
+        't = TNEW(Tensor)', 't._data = out', 't._rg = True', 't._tape = tape',
+        't._goff = slot', 't._rec = k', 'tape.n = k + 1', 'return t'])
+
+
 def _box_lines(operand, other_goff, tape_of, for_other):
     """Source lines that remember a leaf or constant operand's version when its
     record saves it (``Tape.save_box`` inline); a saved operand read only by
@@ -93,14 +102,7 @@ def _binary_source(name, b_saves, a_for_b, b_for_a, scalar_lane, save_a_lane, nu
                 tape.gpos = slot + (n or 1)
 {save}                k = tape.n
                 tape.rec += PACK_C(SOP, slot, n, a._goff, -1, {vfield}, 0, b)
-                t = TNEW(Tensor)
-                t._data = out
-                t._rg = True
-                t._tape = tape
-                t._goff = slot
-                t._rec = k
-                tape.n = k + 1
-                return t'''
+                {_result(16)}'''
         scalar = textwrap.indent(textwrap.dedent(scalar), ' ' * 12)
 
     return f'''\
@@ -154,14 +156,7 @@ def make(generic):
                         v = tape.vpos
                         k = tape.n
 {tensor_lane}
-                        t = TNEW(Tensor)
-                        t._data = out
-                        t._rg = True
-                        t._tape = tape
-                        t._goff = slot
-                        t._rec = k
-                        tape.n = k + 1
-                        return t
+                        {_result(24)}
         {'elif tb is int:' if scalar else ''}
 {scalar}
         return generic(a, b)
@@ -232,14 +227,7 @@ def make(generic):
                     v = tape.vpos
                     k = tape.n
 {lane}
-                    t = TNEW(Tensor)
-                    t._data = out
-                    t._rg = True
-                    t._tape = tape
-                    t._goff = slot
-                    t._rec = k
-                    tape.n = k + 1
-                    return t
+                    {_result(20)}
         return generic(a, out=out)
     return {name}
 '''
