@@ -35,6 +35,26 @@ def _result(indent):
         't._goff = slot', 't._rec = k', 'tape.n = k + 1', 'return t'])
 
 
+def _constant_lane(compute, indent):
+    """Source lines for an operand ``a`` that is not on any tape and does not
+    require grad (data, a constant): a small float32 or float64 ndarray gets
+    ``compute`` (which sets ``out``; its dtype is ``a``'s) wrapped in a leaf
+    that does not require grad, as ``_tensor._leaf`` makes it.  Anything else,
+    or an error or floating-point warning, goes to the generic recorder."""
+    pad = ' ' * indent
+    return ('\n' + pad).join([
+        'ad = a._data',
+        'if type(ad) is ndarray:',
+        '    dt = ad.dtype',
+        '    if (dt is F64 or dt is F32) and ad.size < BIG:',
+        '        try:',
+        f'            {compute}',
+        '        except (ValueError, OverflowError, RuntimeWarning):',
+        '            return generic(a, b)',
+        '        t = TNEW(Tensor)', '        t._data = out', '        t._rg = False',
+        '        t._tape = None', '        t._goff = -1', '        t._rec = 0', '        return t'])
+
+
 def _box_lines(operand, other_goff, tape_of, for_other):
     """Source lines that remember a leaf or constant operand's version when its
     record saves it (``Tape.save_box`` inline); a saved operand read only by
@@ -79,8 +99,8 @@ def _binary_source(name, b_saves, a_for_b, b_for_a, scalar_lane, save_a_lane, nu
         # (on a small ndarray, a cached 0-d array of its dtype instead of the
         # Python number: NumPy converts a number on every call; on a NumPy
         # scalar, as a 0-d chain carries, the operator itself is fastest)
-        compute = ('out = uf(ad, num_array(b, ad.dtype)) if type(ad) is ndarray '
-                   'else npf(ad, b)') if num_uf else 'out = npf(ad, b)'
+        array_compute = 'out = uf(ad, num_array(b, ad.dtype))' if num_uf else 'out = npf(ad, b)'
+        const_compute = 'out = uf(ad, num_array(b, dt))' if num_uf else 'out = npf(ad, b)'
         save = ''
         vfield = '0'
         if save_a_lane:
@@ -90,19 +110,34 @@ def _binary_source(name, b_saves, a_for_b, b_for_a, scalar_lane, save_a_lane, nu
             vfield = 'v'
         scalar = f'''\
         tape = a._tape
-        if tape is not None and tape.alias is None and (not grad_off[0] or grad_mode.enabled):
-            ad = a._data
-            n = ad.size
-            if n < BIG:
-                try:
-                    {compute}
-                except (ValueError, OverflowError, RuntimeWarning):
-                    return generic(a, b)
-                slot = tape.gpos
-                tape.gpos = slot + (n or 1)
+        if tape is not None:
+            if tape.alias is None and (not grad_off[0] or grad_mode.enabled):
+                ad = a._data
+                if type(ad) is ndarray:
+                    n = ad.size
+                    if n >= BIG:
+                        return generic(a, b)
+                    try:
+                        {array_compute}
+                    except (ValueError, OverflowError, RuntimeWarning):
+                        return generic(a, b)
+                    slot = tape.gpos
+                    tape.gpos = slot + (n or 1)
+                else:
+                    # a NumPy scalar (a 0-d chain's values): one element, and
+                    # the operator on it is fastest
+                    n = 1
+                    try:
+                        out = npf(ad, b)
+                    except (ValueError, OverflowError, RuntimeWarning):
+                        return generic(a, b)
+                    slot = tape.gpos
+                    tape.gpos = slot + 1
 {save}                k = tape.n
                 tape.rec += PACK_C(SOP, slot, n, a._goff, -1, {vfield}, 0, b)
-                {_result(16)}'''
+                {_result(16)}
+        elif not a._rg:
+            {_constant_lane(const_compute, 12)}'''
         scalar = textwrap.indent(textwrap.dedent(scalar), ' ' * 12)
 
     return f'''\
@@ -116,7 +151,13 @@ def make(generic):
             tbb = b._tape
             tape = ta if ta is not None else tbb
             if tape is None:
-                if not (a._rg or b._rg) or (grad_off[0] and not grad_mode.enabled):
+                if not (a._rg or b._rg):
+                    # two constants of one float dtype and size: no graph
+                    bd = b._data
+                    if type(bd) is ndarray and bd.size == a._data.size and bd.dtype is a._data.dtype:
+                        {_constant_lane('out = npf(ad, bd)', 24)}
+                    return generic(a, b)
+                if grad_off[0] and not grad_mode.enabled:
                     return generic(a, b)
                 # two leaves (or a leaf and a constant): the graph starts on
                 # the thread's open tape, as the generic recorder's would
@@ -180,6 +221,52 @@ def binary_front(name, opc, sop, b_saves, a_for_b, b_for_a, npf, uf, scalar_lane
                               'num_array': num_array})
 
 
+def _reflected_source(name, record_lane, num_uf):
+    """The source of ``make(generic)`` for the reflected operator ``b (op) a``
+    of a tensor ``a`` and a Python number ``b`` (``0.5 * x``, ``1 - x``): the
+    recording lane of the generic ``rfwd`` (when the reflected scalar op
+    saves nothing) and the constant lane."""
+    compute = ('out = uf(num_array(b, ad.dtype), ad) if type(ad) is ndarray '
+               'else npf(b, ad)') if num_uf else 'out = npf(b, ad)'
+    const_compute = 'out = uf(num_array(b, dt), ad)' if num_uf else 'out = npf(b, ad)'
+    record = f'''\
+            if tape.alias is None and (not grad_off[0] or grad_mode.enabled):
+                ad = a._data
+                n = ad.size
+                if n < BIG:
+                    try:
+                        {compute}
+                    except (ValueError, OverflowError, RuntimeWarning):
+                        return generic(a, b)
+                    slot = tape.gpos
+                    tape.gpos = slot + (n or 1)
+                    k = tape.n
+                    tape.rec += PACK_C(ROP, slot, n, a._goff, -1, 0, 0, b)
+                    {_result(20)}''' if record_lane else 'pass'
+    record = textwrap.indent(textwrap.dedent(record), ' ' * 16)
+    return f'''\
+def make(generic):
+    def r{name}(a, b):
+        tb = type(b)
+        if tb is float or tb is int:
+            tape = a._tape
+            if tape is not None:
+{record}
+            elif not a._rg:
+                {_constant_lane(const_compute, 16)}
+        return generic(a, b)
+    return r{name}
+'''
+
+
+def reflected_front(name, rop, record_lane, npf, uf, num_uf, num_array):
+    """``make(generic)`` for the reflected operator of ``name``, as
+    ``binary_front``'s: ``record_lane`` when the reflected scalar op ``rop``
+    records the number in its record and saves nothing."""
+    return _build('r' + name, _reflected_source(name, record_lane, num_uf), {
+        'ROP': rop, 'npf': npf, 'uf': uf, 'num_array': num_array})
+
+
 def _build(name, src, consts):
     """Compile ``src`` (blank lines dropped) and return its ``make``; the source
     goes into linecache so that tracebacks through a front show its lines."""
@@ -189,7 +276,8 @@ def _build(name, src, consts):
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns = {'__name__': __name__, 'Tensor': Tensor, 'TNEW': _TNEW, 'BIG': BIG, 'PACK': PACK, 'PACK_C': PACK_C,
           'grad_off': grad_off, 'grad_mode': grad_mode, 'open_tape': open_tape,
-          'ndarray': np.ndarray}
+          'ndarray': np.ndarray, 'F64': np.dtype(np.float64),
+          'F32': np.dtype(np.float32)}
     ns.update(consts)
     exec(compile(src, filename, 'exec'), ns)
     return ns['make']

@@ -902,7 +902,12 @@ def _binary(name, scalar_name, rscalar_name, npf):
     front = make(fwd)
     front.generic = fwd
     front.method = make(_as_method(fwd))
-    return front, rfwd
+    rfront = rfwd
+    if rop is not None:
+        rfront = _fronts.reflected_front(name, rop, not slow_rconst, npf, uf, num_uf,
+                                         _num_array)(rfwd)
+        rfront.generic = rfwd
+    return front, rfront
 
 
 def _as_method(fwd):

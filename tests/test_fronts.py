@@ -111,3 +111,82 @@ def test_front_source_in_tracebacks():
         raise AssertionError('no TypeError')
     front = [n for n in names if n.startswith('<tape front mul')]
     assert front and linecache.getline(front[0], 2).strip().startswith('def mul(a, b)')
+
+
+REFLECTED = ['radd', 'rsub', 'rmul', 'rdiv', 'rpow']
+
+
+@pytest.mark.parametrize('name', REFLECTED)
+def test_reflected_front_records_what_the_generic_records(name):
+    fn = getattr(_ops, name)
+    gen = fn.generic
+
+    def build(f):
+        def run(w, v, c):
+            h = _ops.mul(w, v)
+            h = f(h, 1.5)               # a float on the left of a tensor on the tape
+            h = f(h, 2)                 # an int
+            h = _ops.add(h, f(w, 0.5))  # a leaf: the generic recorder's case
+            return _ops.add(f(c, 3.0), h)   # a constant: no record
+        return run
+    _same(build(fn), build(gen))
+
+
+def _constants_same(x, y):
+    """``x`` and ``y``, results of one op on constants, are the same leaf."""
+    assert type(x) is type(y) is tape.Tensor
+    assert x.dtype == y.dtype and x.shape == y.shape
+    assert not x.requires_grad and x.is_leaf and x.grad_fn is None
+    np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('name', BINARY + REFLECTED)
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64', 'bool'])
+def test_constant_lanes_give_what_the_generic_gives(name, dtype):
+    """Ops on tensors that are on no tape and do not require grad (data,
+    constants) take the fronts' constant lane for float32 and float64: the
+    same leaf as the generic recorder's, values, dtype and all, on numbers
+    that convert exactly, numbers that overflow the dtype, zeros and NaN."""
+    fn = getattr(_ops, name)
+    gen = fn.generic
+    rng = np.random.default_rng(3)
+    data = rng.uniform(-2.0, 2.0, (2, 3))
+    data[0, 0] = 0.0
+    c = tape.tensor(data.astype(dtype))
+    c2 = tape.tensor(rng.uniform(-2.0, 2.0, (2, 3)).astype(dtype))
+    numbers = [1.5, 2, -3, 0, 0.0, -0.0, float('nan'), float('inf'), 1e300, 10 ** 40, 2 ** 70]
+    for b in numbers:
+        try:
+            want = gen(c, b)
+        except Exception as e:          # (PyTorch's errors: the front raises the same)
+            with pytest.raises(type(e)):
+                fn(c, b)
+            continue
+        if want is NotImplemented:
+            assert fn(c, b) is NotImplemented
+            continue
+        _constants_same(fn(c, b), want)
+    if not name.startswith('r'):
+        for other in (c2, c2.reshape(3, 2), c2[0], c2.reshape(6, 1)[:3]):
+            try:
+                want = gen(c, other)
+            except Exception as e:
+                with pytest.raises(type(e)):
+                    fn(c, other)
+                continue
+            _constants_same(fn(c, other), want)
+
+
+def test_constant_lanes_under_no_grad_and_for_grad_leaves():
+    """A leaf that requires grad is recorded (the graph starts); under no_grad
+    nothing is; a constant's result never requires grad."""
+    w = tape.tensor([1.0, 2.0], requires_grad=True)
+    c = tape.tensor([3.0, 4.0])
+    assert (0.5 * w).grad_fn is not None and (w * 2).grad_fn is not None
+    assert (c * 2).grad_fn is None and (2 * c).grad_fn is None and (c + c).grad_fn is None
+    with tape.no_grad():
+        assert (w * 2).grad_fn is None and (1 - w).grad_fn is None
+    y = (c * 2 + (1 - c) / 4) * w
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [6.0 - 0.5, 8.0 - 0.75])
