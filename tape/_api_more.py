@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from ._composite_nodes import node_named
 from . import _ops
 from .return_types import make as _return_type
 from . import _views
@@ -328,11 +329,13 @@ def adaptive_max_pool1d(input, output_size):  # noqa: A002
     return tuple(_F().adaptive_max_pool1d(input, output_size, return_indices=True))
 
 
+@node_named('EluBackward0', 'input')
 def selu(input):  # noqa: A002
     """``torch.selu``."""
     return _F().selu(input)
 
 
+@node_named('CeluBackward0', 'input')
 def celu(input, alpha=1.0):  # noqa: A002
     """``torch.celu``."""
     return _F().celu(input, alpha)
@@ -357,6 +360,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None): 
     return _ops.mul(x, _leaf(a))
 
 
+@node_named('ThresholdBackward0', 'input')
 def threshold(input, threshold, value):  # noqa: A002
     """``torch.threshold``: ``value`` where ``input <= threshold``."""
     return _F().threshold(input, threshold, value)
@@ -408,6 +412,7 @@ def poisson_nll_loss(input, target, log_input, full, eps, reduction):  # noqa: A
                                  reduction=_red(reduction))
 
 
+@node_named('BinaryCrossEntropyWithLogitsBackward0', 'input', 'target')
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None,  # noqa: A002
                                      reduction=1):
     """``torch.binary_cross_entropy_with_logits`` (``pos_weight`` before ``reduction``,
@@ -859,6 +864,7 @@ def split_with_sizes(input, split_sizes, dim=0):  # noqa: A002
     return _tape().split(input, sizes, dim)
 
 
+@node_named('PutBackward0', 'input', 'source')
 def put(input, index, source, accumulate=False):  # noqa: A002
     """``torch.put``: ``source`` written (or added, with ``accumulate``) at the flat
     positions ``index`` of ``input`` (negative positions count from the end).
@@ -1417,6 +1423,7 @@ def set_default_tensor_type(t):
     tp.set_default_dtype(dts[name])
 
 
+@node_named('AngleBackward0', 'input')
 def angle(input, *, out=None):  # noqa: A002
     """``torch.angle`` of a real tensor: pi where negative, 0 elsewhere (NaN stays NaN);
     integer input gives the default float dtype.  The gradient is zero, as torch's."""

@@ -41,6 +41,7 @@ from . import _reductions as _red
 from . import _shapes as _sh
 from . import _views
 from . import _dtypes
+from ._composite_nodes import node_named
 from ._dtypes import default_dtype
 from ._reductions import _flat_index, take_as
 from .return_types import make as _return_type, values_indices
@@ -116,8 +117,8 @@ def _triangle(npf, opname):
     return f
 
 
-tril = _triangle(np.tril, 'tril')
-triu = _triangle(np.triu, 'triu')
+tril = node_named('TrilBackward0', 'input')(_triangle(np.tril, 'tril'))
+triu = node_named('TriuBackward0', 'input')(_triangle(np.triu, 'triu'))
 
 
 def _diagonal_of(offset, d1, d2):
@@ -220,6 +221,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
     return _leaf(out.reshape(shape))
 
 
+@node_named('TraceBackward0', 'input')
 def trace(input):  # noqa: A002
     """The sum of a matrix's diagonal.
 
@@ -245,6 +247,7 @@ def _sort_index(d, dim, descending):
     return (n - 1) - np.flip(np.argsort(rev, axis=dim, kind='stable'), axis=dim)
 
 
+@node_named('SortBackward0', 'input', output=0)
 def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     """(values, indices) of ``input`` sorted along ``dim`` (always stable; NaN last,
     or first when descending, as in PyTorch).
@@ -277,6 +280,7 @@ def msort(input):  # noqa: A002
     return sort(input, 0).values
 
 
+@node_named('TopkBackward0', 'input', output=0)
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     """(values, indices) of the ``k`` largest (or smallest) elements along ``dim``.
 
@@ -351,6 +355,7 @@ def _select_kth(a, dim, keepdim, kth, opname):
     return values_indices(opname, _pick(a, flat, unique=True), _leaf(idx.astype(np.int64)))
 
 
+@node_named('KthvalueBackward0', 'input', output=0)
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     """(values, indices) of the ``k``-th smallest element (1-based) along ``dim``.
 
@@ -455,10 +460,11 @@ def _cumulative(opname, better):
     return f
 
 
-cummax = _cumulative('cummax', np.greater_equal)
-cummin = _cumulative('cummin', np.less_equal)
+cummax = node_named('CummaxBackward0', 'input', output=0)(_cumulative('cummax', np.greater_equal))
+cummin = node_named('CumminBackward0', 'input', output=0)(_cumulative('cummin', np.less_equal))
 
 
+@node_named('RollBackward0', 'input')
 def roll(input, shifts, dims=None):  # noqa: A002
     """``input`` shifted circularly by ``shifts`` along ``dims`` (flattened if None).
 
@@ -490,6 +496,8 @@ def roll(input, shifts, dims=None):  # noqa: A002
 
 
 # ------------------------------------------------------- fused arithmetic
+@node_named(lambda i, e, w: 'LerpBackward1' if isinstance(w, Tensor) else ('LerpBackward0', 2),
+            'input', 'end', 'weight')
 def lerp(input, end, weight):  # noqa: A002
     """``input + weight * (end - input)``.
 
@@ -517,6 +525,7 @@ def lerp(input, end, weight):  # noqa: A002
     return _ops.add(a, _ops.mul(_ops.sub(b, a), weight))
 
 
+@node_named('AddcmulBackward0', 'input', 'tensor1', 'tensor2')
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 * tensor2``."""
     a = _t(input)
@@ -528,6 +537,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     return _ops.add(a, p if value == 1 else _ops.mul(p, value))
 
 
+@node_named('AddcdivBackward0', 'input', 'tensor1', 'tensor2')
 def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 / tensor2``."""
     a = _t(input)
@@ -561,6 +571,7 @@ def _add_product(input, product, beta, alpha):
     return _ops.add(_scaled(_t(input, p), beta), p)
 
 
+@node_named('AddmmBackward0', 'input', 'mat1', 'mat2')
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * (mat1 @ mat2)``; beta=0 ignores input's values.
 
@@ -582,6 +593,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
     return _add_product(input, _ops.mm(m1, m2), beta, alpha)
 
 
+@node_named('AddmvBackward0', 'input', 'mat', 'vec')
 def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * (mat @ vec)``."""
     if _np(_t(mat)).ndim == 2:
@@ -589,12 +601,14 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
     return _add_product(input, _la.mv(_t(mat), _t(vec)), beta, alpha)
 
 
+@node_named('AddrBackward0', 'input', 'vec1', 'vec2')
 def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * outer(vec1, vec2)``."""
     _expands_to('addr', input, (_np(_t(vec1)).size, _np(_t(vec2)).size))
     return _add_product(input, _la.outer(_t(vec1), _t(vec2)), beta, alpha)
 
 
+@node_named('BaddbmmBackward0', 'input', 'batch1', 'batch2')
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * bmm(batch1, batch2)``."""
     s1, s2 = _np(_t(batch1)).shape, _np(_t(batch2)).shape
@@ -603,6 +617,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return _add_product(input, _la.bmm(_t(batch1), _t(batch2)), beta, alpha)
 
 
+@node_named('AddbmmBackward0', 'input', 'batch1', 'batch2')
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * sum over the batch of bmm(batch1, batch2)``."""
     s1, s2 = _np(_t(batch1)).shape, _np(_t(batch2)).shape
@@ -618,6 +633,7 @@ def _float_input(a):
     return a
 
 
+@node_named('NanToNumBackward0', 'input')
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
     """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0
     and the dtype's largest and lowest finite values); the gradient is cut there.
@@ -637,6 +653,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
     return _ew.where(np.isfinite(d), a, _leaf(np.asarray(repl, d.dtype)))
 
 
+@node_named('LogitBackward0', 'input')
 def logit(input, eps=None):  # noqa: A002
     """``log(p / (1 - p))``, with p clamped to [eps, 1 - eps] when ``eps`` is given."""
     a = _float_input(_t(input))
@@ -752,6 +769,7 @@ def _xlogy_fns(log1p=False):
     return fns
 
 
+@node_named('HypotBackward0', 'input', 'other')
 def hypot(input, other):  # noqa: A002
     """``sqrt(input ** 2 + other ** 2)``."""
     a = _t(input)
@@ -762,6 +780,7 @@ def hypot(input, other):  # noqa: A002
     return _ops.sqrt(_ops.add(_ops.mul(a, a), _ops.mul(b, b)))
 
 
+@node_named('FracBackward0', 'input')
 def frac(input):  # noqa: A002
     """The fractional part, ``input - trunc(input)`` (the sign of input)."""
     a = _t(input)
@@ -771,6 +790,7 @@ def frac(input):  # noqa: A002
 
 
 # ------------------------------------------------------------ reductions
+@node_named('NansumBackward0', 'input')
 def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """The sum, treating NaN as zero (which also gets no gradient)."""
     a = _t(input)
@@ -848,6 +868,10 @@ def tensordot(a, b, dims=2):
     return _ops.reshape(_ops.mm(a2, b2), out_shape)
 
 
+@node_named(lambda x1, x2, p: ('CdistBackward0', 2) if p != 2 or (
+    np.ndim(_np(_t(x1))) >= 2 and np.shape(_np(_t(x1)))[-2] <= 25
+    and np.ndim(_np(_t(x2))) >= 2 and np.shape(_np(_t(x2)))[-2] <= 25) else None,
+    'x1', 'x2', 'p')
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """The ``p``-norm distance between each row of ``x1`` (..., P, M) and of ``x2``
     (..., R, M): a (..., P, R) tensor.  The gradient at a zero distance is 0.
@@ -898,6 +922,7 @@ def kron(input, other):  # noqa: A002
 
 
 # ----------------------------------------------------------------- indexing
+@node_named('IndexAddBackward0', 'input', 'source')
 def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
     """``input`` with ``alpha * source``'s slices added at ``index`` along ``dim``
     (repeated indices accumulate).
@@ -1169,6 +1194,7 @@ def _np_of(p, shape):
     return np.broadcast_to(np.asarray(p._data if isinstance(p, Tensor) else p), shape)
 
 
+@node_named('DistBackward0', 'input', 'other')
 def dist(input, other, p=2):  # noqa: A002
     """``torch.dist``: the ``p``-norm of ``input - other`` over all elements."""
     a = input if isinstance(input, Tensor) else _ops._const(input)
@@ -1186,6 +1212,7 @@ def _broadcast_to_method(self, *size):
     return broadcast_to(self, size[0] if len(size) == 1 else size)
 
 
+@node_named('LogaddexpBackward0', 'input', 'other')
 def logaddexp(input, other):  # noqa: A002
     """``log(exp(a) + exp(b))`` as ``a + softplus(b - a)`` where ``a >= b``, else
     ``b + softplus(a - b)``: each side smooth, so the gradients are PyTorch's
@@ -1207,6 +1234,7 @@ def logaddexp(input, other):  # noqa: A002
                      _ops.add(b, _ew.softplus(_ops.neg(d), 1.0, math.inf)))
 
 
+@node_named('Logaddexp2Backward0', 'input', 'other')
 def logaddexp2(input, other):  # noqa: A002
     """``log2(2**a + 2**b)``."""
     ln2 = float(np.log(2.0))
@@ -1368,6 +1396,7 @@ for _name, _fn in _INPLACE_OF.items():
 
 
 # ------------------------------------------------ scans, grids, splits, counts
+@node_named('LogcumsumexpBackward0', 'input')
 def logcumsumexp(input, dim):  # noqa: A002
     """``log(cumsum(exp(x), dim))`` without overflow: a log-space prefix scan
     (log2(n) rounds of ``logaddexp`` of the tensor and itself shifted)."""
@@ -1470,6 +1499,7 @@ def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     return tuple(parts)
 
 
+@node_named('LinalgCrossBackward0', 'input', 'other')
 def cross(input, other, dim=None):  # noqa: A002
     """The cross product along ``dim`` (of size 3); the inputs broadcast.  Without
     ``dim``, the first dimension of size 3 (``torch.cross``'s old default)."""
@@ -1597,6 +1627,7 @@ def _pair_dims(dims, ndim, opname):
     return d0, d1
 
 
+@node_named('Rot90Backward0', 'input')
 def rot90(input, k=1, dims=(0, 1)):  # noqa: A002
     """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first
     axis toward the second), as flips and a transpose.
@@ -1701,6 +1732,7 @@ def ravel(input):  # noqa: A002
     return _ops.reshape(_t(input), -1)
 
 
+@node_named('UnfoldBackward0', 'self')
 def unfold(self, dimension, size, step):
     """Windows of ``size`` elements every ``step`` along ``dimension``; the window is
     the new last dim (``Tensor.unfold``), recorded as one take.
@@ -1744,6 +1776,7 @@ def _index_key(index):
     return arr if arr.dtype == np.bool_ else arr.astype(np.int64, copy=False)
 
 
+@node_named('IndexCopyBackward0', 'input', 'source')
 def index_copy(input, dim, index, source):  # noqa: A002
     """``input`` with the slices at ``index`` along ``dim`` replaced by ``source``'s."""
     a = _t(input)
@@ -1810,6 +1843,7 @@ def index_fill(input, dim, index, value):  # noqa: A002
     return _ew.where(mask, v, a)
 
 
+@node_named('MaskedScatterBackward0', 'input', 'source')
 def masked_scatter(input, mask, source):  # noqa: A002
     """``input`` with the places where ``mask`` is True filled, in order, by
     ``source``'s leading elements."""
@@ -1838,6 +1872,7 @@ def masked_scatter(input, mask, source):  # noqa: A002
     return _ew.where(m, _pick(source, pos), a)
 
 
+@node_named('IndexPutBackward0', 'input', 'values')
 def index_put(input, indices, values, accumulate=False):  # noqa: A002
     """``input`` with ``input[indices] = values`` (``+=`` with ``accumulate``)."""
     a = _t(input)
@@ -1874,6 +1909,7 @@ def fill_diagonal(self, fill_value, wrap=False):
 _SINC_SERIES = (-1.0 / 39916800, 1.0 / 362880, -1.0 / 5040, 1.0 / 120, -1.0 / 6)
 
 
+@node_named('SincBackward0', 'input')
 def sinc(input):  # noqa: A002
     """``sin(pi x) / (pi x)``, 1 at 0.  Near 0 (|pi x| < 0.1) its Taylor series in
     u = (pi x)^2 instead (truncated below 1e-21): the quotient's derivative
@@ -1999,11 +2035,13 @@ def atanh(input):  # noqa: A002
         return _ops.mul(_ops.sub(_ew.log1p(a), _ew.log1p(_ops.neg(a))), 0.5)
 
 
+@node_named('Deg2RadBackward0', 'input')
 def deg2rad(input):  # noqa: A002
     """Degrees to radians."""
     return _ops.mul(_float_input(_t(input)), np.pi / 180)
 
 
+@node_named('Rad2DegBackward0', 'input')
 def rad2deg(input):  # noqa: A002
     """Radians to degrees."""
     return _ops.mul(_float_input(_t(input)), 180 / np.pi)

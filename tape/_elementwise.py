@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ._composite_nodes import node_named
 from . import _dtypes
 from ._ops import _binary, _broadcast_error, _const, _np_sigmoid, _record_unary, _shape_str, \
     _unary, check_broadcast, empty_for, kernels_of
@@ -392,6 +393,8 @@ def hardtanh(a, min_val=-1.0, max_val=1.0):
 
 
 # ------------------------------------------------------------------ clamp
+@node_named(lambda a, lo, hi: 'ClampBackward0' if isinstance(lo, Tensor) or isinstance(hi, Tensor)
+            else None, 'a', 'min', 'max')
 def clamp(a, min=None, max=None):  # noqa: A002  (torch's argument names)
     """Limit ``a`` to [min, max]; the gradient passes where ``min <= a <= max``.
 

@@ -11,6 +11,7 @@ import weakref
 import numpy as np
 
 from ._big import BIG_FLAG
+from ._composite_nodes import entry as names_entry
 from ._rules import OP, RULES, TWO_INPUT_KINDS
 from ._tape import STALE, resolve
 
@@ -132,6 +133,10 @@ def _node_class(name):
 
 
 def _node_name(tape, rec):
+    if tape.names is not None:
+        e = names_entry(tape, rec)      # a composite op's (tape/_composite_nodes.py)
+        if e is not None:
+            return e[0]
     op, out, n, g0, g1, v, ax, x = tape.record(rec)
     if op == _PYTHON:
         return tape.py[ax].cls._backward_name
@@ -201,8 +206,23 @@ def joined_slots(tape, rec):
     PyTorch's CatBackward0 does, so the inner records (count 0 in field 7) are
     looked through.  Each half of a tree of ``count`` inputs joins
     ``count // 2`` and the rest; a half that needs no gradient has slot -1 and
-    stands for that many inputs.  Other records: input_slots, no inner ones."""
+    stands for that many inputs.  A composite op's result (tape/_composite_nodes.py):
+    its arguments' slots, and the records its call appended before it.  Other
+    records: input_slots, no inner ones."""
+    if tape.names is not None:
+        e = names_entry(tape, rec)
+        if e is not None:
+            return list(e[2]), list(e[1])
     op, out, n, g0, g1, v, ax, x = tape.record(rec)
+    if op == _PYTHON:
+        # PyTorch lists a custom Function's tensor arguments only; the library's
+        # own Functions stand for native ops, whose nodes list a fixed number
+        # (``_node_inputs``: NativeLayerNormBackward0's input, weight and bias)
+        prec = tape.py[ax]
+        shown = getattr(prec.cls, '_node_inputs', None)
+        if shown is not None:
+            return list(prec.in_slots[:shown]), []
+        return [s for s, dt in zip(prec.in_slots, prec.in_dtypes) if dt is not None], []
     if op not in _CAT_ROOTS:
         return input_slots(tape, rec), []
     count = x >> _COUNT_SHIFT
@@ -330,11 +350,14 @@ def _apply_node(nd, grads):
     slots, inner = joined_slots(tape, nd._rec)
     for k in sorted(inner, reverse=True):       # a cat's tree, down to its inputs
         _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
+    named = names_entry(tape, nd._rec) if tape.names is not None else None
     result = []
-    for s in slots:
+    for i, s in enumerate(slots):
         # (a zero-size input that shares its slot has a key of its own there)
         gi = acc.get(('empty', s), acc.get(s)) if s >= 0 else None
         if gi is not None and s in leaf_of:
             gi = _ops.reshape(gi, leaf_of[s]._data.shape)
+        elif gi is not None and named is not None:
+            gi = _ops.reshape(gi, named[3][i])  # (a composite op knows its inputs' shapes)
         result.append(gi)
     return tuple(result) if len(result) != 1 else result[0]

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ._composite_nodes import node_named
 from . import _ops, _views
 from .autograd import function as _function
 from .autograd.function import Function
@@ -292,6 +293,7 @@ class _Gather(Function):
 _Gather._backward_name = 'GatherBackward0'
 
 
+@node_named('TakeBackward0', 'a')
 def take(a, index):
     """``a.flatten()[index]`` (torch.take)."""
     a = _t(a)
@@ -362,6 +364,7 @@ def scatter(a, dim, index, src=None, value=None, reduce=None):
     return record_where('scatter', mask.reshape(d.shape), s, a, out)
 
 
+@node_named('ScatterAddBackward0', 'a', 'src')
 def scatter_add(a, dim, index, src):
     a = _t(a)
     d = np.asarray(a._data)
@@ -374,6 +377,7 @@ def scatter_add(a, dim, index, src):
     return _ops.add(a, _ops.reshape(s, d.shape))
 
 
+@node_named('MaskedSelectBackward0', 'a')
 def masked_select(a, mask):
     a = _t(a)
     m = np.asarray(mask._data if isinstance(mask, Tensor) else mask)
@@ -486,6 +490,7 @@ def _scatter_reduce_np(d, tgt, vals, reduce, include_self):
     return out, touched
 
 
+@node_named('ScatterReduceBackward0', 'a', 'src')
 def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
     """``a`` with ``src``'s elements reduced (``'sum'``, ``'prod'``, ``'mean'``,
     ``'amax'``, ``'amin'``) into the places ``index`` names along ``dim``.

@@ -263,7 +263,7 @@ class _Plan:
     __slots__ = ('R', 'Rb', 'Rbytes', 'Vt', 'A', 'n', 'gpos', 'fills', 'deliver', 'outputs',
                  'structure', 'boxes', 'consts', 'unreached', 'objects', 'replay', 'params',
                  'watch', 'statics', 'checks', 'order',
-                 'params_now', 'fn', 'ranges')
+                 'params_now', 'fn', 'ranges', 'names')
 
     def valid(self, args):
         """Still the same objects among the arguments, the same parameters where
@@ -315,6 +315,8 @@ class _Plan:
         tape.attrs = [self.A]
         tape.apos = len(self.A)
         tape.gpos = self.gpos
+        if self.names:
+            tape.names = {k: list(e) for k, e in self.names.items()}
         # records whose result needs no gradient are never reached: say so, or
         # the release after a sweep would take the slow partial path
         tape.xslots = -self.unreached
@@ -938,6 +940,8 @@ def _trace_once(fn, args, kwargs, gen, rng_state):
     plan.A = A
     plan.n = tape.n
     plan.gpos = tape.gpos
+    # composite ops' nodes (tape/_composite_nodes.py), each entry a list a look fills in
+    plan.names = {k: list(e) for k, e in tape.names.items()} if tape.names else None
     plan.fills = []
     plan.deliver = []
     where_of = {}

@@ -2224,21 +2224,37 @@ def matmul(a, b):
         if a._data.shape != b._data.shape:
             raise RuntimeError(f'dot: 1D tensors expected, but got inconsistent sizes '
                                f'{a._data.shape[0]} and {b._data.shape[0]}')
-        p = mul(a, b)               # one DotBackward0 node: a sum of the product
-        out = np.add.reduce(p._data)
-        if p._rg and (not _OFF[0] or grad_mode.enabled):
-            return _record_struct(OP['dot'], p, out, x=p._data.size, scale=1.0)
-        return _leaf(out)
+        r = _dot(a, b)
+        if r._tape is not None:         # one DotBackward0 node of a and b
+            from ._composite_nodes import name_result
+            name_result(r, 'DotBackward0', (a, b))
+        return r
     if na == 1 and nb == 2:         # SqueezeBackward4, as PyTorch's unsqueeze-mm-squeeze
         r = mm(reshape(a, 1, -1), b)
         return _view_record(r, np.reshape(r._data, -1), 'squeeze_matmul')
-    if na == 2 and nb == 1:         # MvBackward0
-        r = mm(a, reshape(b, -1, 1))
-        return _view_record(r, np.reshape(r._data, -1), 'mv')
+    if na == 2 and nb == 1:         # MvBackward0 of a and b
+        r = _mv(a, b)
+        if r._tape is not None:
+            from ._composite_nodes import name_result
+            name_result(r, 'MvBackward0', (a, b))
+        return r
     if na == 0 or nb == 0:
         raise RuntimeError('matmul: both arguments to matmul need to be at least 1D, but they '
                            f'are {na}D and {nb}D')
     raise NotImplementedError(f'matmul: batched operands ({na}D @ {nb}D) are not supported yet')
+
+
+def _dot(a, b):
+    p = mul(a, b)               # a sum of the product, in a record of its own
+    out = np.add.reduce(p._data)
+    if p._rg and (not _OFF[0] or grad_mode.enabled):
+        return _record_struct(OP['dot'], p, out, x=p._data.size, scale=1.0)
+    return _leaf(out)
+
+
+def _mv(a, b):
+    r = mm(a, reshape(b, -1, 1))
+    return _view_record(r, np.reshape(r._data, -1), 'mv')
 
 
 # --------------------------------------------------------------- others

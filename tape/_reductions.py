@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ._composite_nodes import node_named
 from . import _ops
 from ._ops import _dims, _record_struct, _record_unary
 from ._big import BIG, BasicKey, UniqueIndex
@@ -113,6 +114,7 @@ cumprod = _cum('cumprod', np.cumprod, record_cumprod)
 
 
 # ------------------------------------------------------------------ prod
+@node_named(lambda a, dim: ('ProdBackward0' if dim is None else 'ProdBackward1', 1), 'a', 'dim')
 def prod(a, dim=None, keepdim=False, dtype=None):
     a = _t(a)
     if dtype is not None:
@@ -399,8 +401,8 @@ def _amax_amin(npf, opname, nan_ties=False):
     return f
 
 
-amax = _amax_amin(np.max, 'amax')
-amin = _amax_amin(np.min, 'amin')
+amax = node_named('AmaxBackward0', 'a')(_amax_amin(np.max, 'amax'))
+amin = node_named('AminBackward0', 'a')(_amax_amin(np.min, 'amin'))
 # the inf-norms' reductions of |x|: PyTorch's norm backward shares the gradient
 # among the NaNs of a NaN slice (mask |x| == norm or isnan), as max() does
 _amax_norm = _amax_amin(np.max, 'amax', nan_ties=True)
@@ -459,6 +461,7 @@ _OP_SUB = OP['sub']
 _OP_VAR_SCALE = OP['var_scale']
 
 
+@node_named('VarBackward0', 'a')
 def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance with PyTorch's ``correction`` (1 by default: Bessel's)."""
     a = _t(a)
@@ -509,6 +512,7 @@ def _var_recorded(a, d, dims, keepdim, count, kept, attrs, denom):
                          float(denom))
 
 
+@node_named('StdBackward0', 'a')
 def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     v = var(a, dim, unbiased, keepdim, correction=correction)
     return _root(v, 'std_root', 0.5)
@@ -537,6 +541,7 @@ def _mean_kd(a, dim, keepdim):
     return _ops.mean(_t(a), dim, keepdim)
 
 
+@node_named('LinalgVectorNormBackward0', 'a')
 def vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     """``torch.linalg.vector_norm``: the ord-norm of ``a`` over ``dim`` (all by default)."""
     if dim is None and dtype is None and type(a) is Tensor and (
@@ -772,6 +777,8 @@ _OP_MUL = OP['mul']
 _OP_SUM = OP['sum']
 
 
+@node_named(lambda a, p: None if isinstance(p, str) and p != 'fro' else ('LinalgVectorNormBackward0', 1),
+            'a', 'p')
 def norm(a, p='fro', dim=None, keepdim=False, dtype=None):
     """``torch.norm``: 'fro' (or a number p) as a vector norm over ``dim`` (all by default)."""
     if dim is None and dtype is None and type(a) is Tensor and (

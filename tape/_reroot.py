@@ -120,9 +120,26 @@ def _move(tape, slot, k0, copy, adopt=True):
         recs[k] = new.n
         new.n += 1
         new.packed = None
+        if tape.names is not None and k in tape.names:
+            _move_name(tape.names[k], new, recs[k], where, leaf_of)
     if adopt:
         _adopt_preds(tape, new, where, recs)
     return new, where[slot], recs[k0]
+
+
+def _move_name(e, new, k, where, leaf_of):
+    """A composite op's node (tape/_composite_nodes.py) of a moved record, its
+    argument slots as they are on ``new`` (none if an argument did not move)."""
+    slots = []
+    for s in e[2]:
+        if s >= 0:
+            s = new.leafmap.get(id(leaf_of[s])) if s in leaf_of else where.get(s)
+            if s is None:
+                return
+        slots.append(s)
+    if new.names is None:
+        new.names = {}
+    new.names[k] = [e[0], None, slots, e[3], e[4] if e[1] is None else None]
 
 
 # stale tape -> [its successor (held: a tensor of the stale tape may need the

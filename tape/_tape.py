@@ -121,7 +121,8 @@ class Tape:
                  'leaves', 'leafmap', 'serial', 'released', 'py', 'alias',
                  'gshift', 'rshift', 'packed', 'epoch', 'boxes',
                  'dirty', 'dead', 'dead_upto', 'freed', 'hooks', 'nodes', 'xslots',
-                 'big', 'nonfloat_saved', 'strided_saved', 'hooked', 'meta', '__weakref__')
+                 'big', 'nonfloat_saved', 'strided_saved', 'hooked', 'meta', 'names',
+                 '__weakref__')
 
     def __init__(self):
         self.rec = bytearray()  # REC int64s per record
@@ -160,6 +161,9 @@ class Tape:
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
         self.meta = None        # {record: its grad_fn's metadata dict}
+        # {record: [PyTorch's node name, its records, input slots, their shapes,
+        # adjust]} of composite ops' results (tape/_composite_nodes.py)
+        self.names = None
         self.hooked = None      # True once a saved-tensor hook packed a value (_saved_hooks.py)
 
     # -- recording helpers ---------------------------------------------
@@ -573,6 +577,13 @@ def merge(dst, src):
         dst.meta = dst.meta or {}
         dst.meta.update({k + rs: d for k, d in src.meta.items()})
         src.meta = None
+    if src.names:
+        dst.names = dst.names or {}
+        dst.names.update({k + rs: [nm, None if inner is None else tuple(j + rs for j in inner),
+                                   [remap.get(s, s) for s in (shift_slot(s, shift) for s in slots)],
+                                   shapes, adjust]
+                          for k, (nm, inner, slots, shapes, adjust) in src.names.items()})
+        src.names = None
     src.nodes = None
     src.alias = dst
     src.gshift = shift

@@ -5,6 +5,7 @@ arguments; the solvers are custom Functions over NumPy, differentiable to any or
 >>> tape.linalg.norm(tape.tensor([3.0, 4.0]))
 tensor(5.)
 """
+from ._composite_nodes import node_named
 from . import _ops
 from ._linalg import matmul  # noqa: F401  (tape.linalg.matmul, as in torch.linalg)
 from ._reductions import amax, amin, vector_norm
@@ -203,6 +204,7 @@ def _matrix_rhs(B, A):
     return B
 
 
+@node_named('LinalgInvExBackward0', 'A')
 def inv(A, *, out=None):
     """``torch.linalg.inv``: ``solve(A, I)``, differentiable to any order."""
     import numpy as np

@@ -38,12 +38,12 @@ def test_linear_records_what_the_composite_records(x_grad, dtype):
     names = [r.split()[1] for r in str(tape.show_tape(fast)).splitlines() if r[:6].strip()
              .isdigit()]
     assert names == ['t', 'mm', 'broadcast', 'add']
-    assert fast.grad_fn.name() == 'AddBackward0'
+    # PyTorch's one node: AddmmBackward0 of (bias, input, weight.t())
+    assert fast.grad_fn.name() == 'AddmmBackward0'
     assert [n.name() if n else None for n, _ in fast.grad_fn.next_functions] == \
-        ['MmBackward0', 'AccumulateGrad']
-    mmn = fast.grad_fn.next_functions[0][0]
-    assert mmn.next_functions[1][0].name() == 'TBackward0'
+        ['AccumulateGrad', 'AccumulateGrad' if x_grad else None, 'TBackward0']
     assert w._extra is None             # no view bookkeeping for the transposed weight
+    assert fast.grad_fn.next_functions[2][0].next_functions[0][0].variable is w
     assert fast._data.dtype == dtype
     fast.sum().backward()               # (releases the tape: the composite gets a new one)
     g_fast = (w.grad._data.copy(), b.grad._data.copy(),
@@ -70,7 +70,8 @@ def test_linear_other_cases_take_the_composite():
     assert y.grad_fn.name() == 'MmBackward0'
     wf = tape.randn(3, 2)
     y = F.linear(tape.randn(4, 2), wf, b)
-    assert y.grad_fn.name() == 'AddBackward0'
+    assert y.grad_fn.name() == 'AddmmBackward0'       # (as PyTorch's: the composite's records)
+    assert [n is None for n, _ in y.grad_fn.next_functions] == [False, True, True]
     with pytest.raises(RuntimeError, match='same dtype'):
         F.linear(tape.randn(4, 2), w, b.double())
     with pytest.raises(RuntimeError, match='cannot be multiplied'):

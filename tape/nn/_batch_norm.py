@@ -106,6 +106,7 @@ class _BatchNorm(Function):
 
 # the node PyTorch's batch_norm records
 _BatchNorm._backward_name = 'NativeBatchNormBackward0'
+_BatchNorm._node_inputs = 3      # input, weight, bias (None where absent), as PyTorch's node
 
 
 def _backward_arrays(ctx, g, x, w):

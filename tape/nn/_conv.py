@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from .._composite_nodes import node_named
 from .._tape import grad_mode as _grad_mode
 from .._tensor import Tensor, _leaf
 from ..autograd.function import Function, apply_own, apply_own_inputs
@@ -607,6 +608,7 @@ class _Conv2d(Function):
 _ConvInputGrad._backward_name = _ConvWeightGrad._backward_name = 'ConvolutionBackwardBackward0'
 # PyTorch's node for a convolution
 _Conv2d._backward_name = 'ConvolutionBackward0'
+_Conv2d._node_inputs = 3      # input, weight, bias (None where absent), as PyTorch's node
 
 
 # -- argument handling ---------------------------------------------------------------------
@@ -712,6 +714,15 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, spatial):  #
     return y.squeeze(0) if unbatched else y
 
 
+def _batched_conv(spatial):
+    """ConvolutionBackward0 names a batched convolution's result (an unbatched
+    one's is PyTorch's SqueezeBackward1 of it)."""
+    def name(input, weight, bias):  # noqa: A002
+        return 'ConvolutionBackward0' if np.ndim(getattr(input, '_data', input)) == spatial + 2 \
+            else None
+    return name
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
     """2-d cross-correlation over (N, C, H, W) (or unbatched (C, H, W)) input with weight
     (out_channels, in_channels/groups, kH, kW); ``padding`` is an int, a pair, ``'valid'``
@@ -724,6 +735,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 2)
 
 
+@node_named(_batched_conv(1), 'input', 'weight', 'bias')
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
     """1-d cross-correlation over (N, C, L) (or unbatched (C, L)) input with weight
     (out_channels, in_channels/groups, kL).
@@ -735,6 +747,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 1)
 
 
+@node_named(_batched_conv(3), 'input', 'weight', 'bias')
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
     """3-d cross-correlation over (N, C, D, H, W) (or unbatched (C, D, H, W)) input with
     weight (out_channels, in_channels/groups, kD, kH, kW).
@@ -863,6 +876,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     return y.squeeze(0) if unbatched else y
 
 
+@node_named(_batched_conv(2), 'input', 'weight', 'bias')
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
                      groups=1, dilation=1):
     """The transposed 2-d convolution ("deconvolution") of (N, C_in, H, W) (or unbatched)
@@ -881,6 +895,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                              dilation, 2)
 
 
+@node_named(_batched_conv(1), 'input', 'weight', 'bias')
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
                      groups=1, dilation=1):
     """The transposed 1-d convolution of (N, C_in, L) (or unbatched (C_in, L)) input with
@@ -894,6 +909,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
                              dilation, 1)
 
 
+@node_named(_batched_conv(3), 'input', 'weight', 'bias')
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
                      groups=1, dilation=1):
     """The transposed 3-d convolution of (N, C_in, D, H, W) (or unbatched) input with

@@ -145,6 +145,7 @@ def _backward_tensors(ctx, x, w, gy):
 
 # the node PyTorch's layer_norm records
 _LayerNorm._backward_name = 'NativeLayerNormBackward0'
+_LayerNorm._node_inputs = 3      # input, weight, bias (None where absent), as PyTorch's node
 
 
 class _Record(_FunctionRecord):

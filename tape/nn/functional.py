@@ -27,6 +27,7 @@ from .. import _indexing as _ix
 from .. import _ops
 from .. import _reductions as _red
 from .. import _shapes as _sh
+from .._composite_nodes import node_named, through_transpose
 from .._linalg import matmul
 from .._rules import OP
 from .._tape import grad_mode, note_value_use
@@ -196,6 +197,7 @@ def _shifted_log_softmax(a, dim):
     return _ops.sub(s, _red.logsumexp(s, dim, True))
 
 
+@node_named('LogSigmoidBackward0', 'input')
 def logsigmoid(input):  # noqa: A002
     _not_for(_t(input), 'iub', 'log_sigmoid_cpu')
     return _ops.neg(_ew.softplus(_ops.neg(_t(input)), 1.0, float('inf')))
@@ -227,6 +229,8 @@ def _class_shapes(inp, target, opname):
     return si[cdim], cdim
 
 
+@node_named(lambda i: {0: 'NllLossBackward0', 1: 'NllLossBackward0', 2: 'NllLossBackward0',
+                       4: 'NllLoss2DBackward0'}.get(np.ndim(getattr(i, '_data', i))), 'input')
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
              reduce=None, reduction='mean'):
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``."""
@@ -417,6 +421,7 @@ def _same_shape(inp, tgt, opname):
                       'ensure they have the same size.', UserWarning, stacklevel=3)
 
 
+@node_named('MseLossBackward0', 'input', 'target')
 def mse_loss(input, target, size_average=None, reduce=None, reduction='mean'):  # noqa: A002
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -492,6 +497,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction='mean'):  #
     return _reduce(_ops.abs_(_ops.sub(inp, tgt)), reduction, 'l1_loss')
 
 
+@node_named('BinaryCrossEntropyBackward0', 'input', 'target')
 def binary_cross_entropy(input, target, weight=None, size_average=None,  # noqa: A002
                          reduce=None, reduction='mean'):
     if size_average is not None or reduce is not None:
@@ -529,6 +535,7 @@ def _torch_dtype_name(dt):
     return _ops._TORCH_DTYPE_NAMES.get(np.dtype(dt).str[1:], str(dt))
 
 
+@node_named('BinaryCrossEntropyWithLogitsBackward0', 'input', 'target')
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,  # noqa: A002
                                      reduce=None, reduction='mean', pos_weight=None):
     """``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)``: stable for any x."""
@@ -554,6 +561,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction, 'binary_cross_entropy_with_logits')
 
 
+@node_named(lambda b, i, w: 'AddmmBackward0' if b is not None and np.ndim(getattr(i, '_data', i)) == 2
+            else None, 'bias', 'input', 'weight', adjust=through_transpose(2))
 def linear(input, weight, bias=None):  # noqa: A002
     """``input @ weight.T + bias``."""
     if type(input) is Tensor and bias is not None:
@@ -738,6 +747,16 @@ _NONCONST_PAD = ('Supported combinations for non-constant padding:\n'
                  '  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)')
 
 
+def _pad_node(input, pad, mode):  # noqa: A002
+    """PyTorch's node for F.pad: ConstantPadNdBackward0, ReflectionPad1DBackward0...
+    (circular padding is a CopySlices chain there: the primitives' node here)."""
+    if mode == 'constant':
+        return 'ConstantPadNdBackward0', 1
+    kind = {'reflect': 'Reflection', 'replicate': 'Replication'}.get(mode)
+    return None if kind is None else (f'{kind}Pad{len(pad) // 2}DBackward0', 1)
+
+
+@node_named(_pad_node, 'input', 'pad', 'mode')
 def pad(input, pad, mode='constant', value=None):  # noqa: A002
     """``torch.nn.functional.pad``: ``pad`` lists (before, after) pairs starting from the
     last dimension.  ``constant`` pads any number of dimensions (negative sizes crop);
@@ -841,6 +860,7 @@ def one_hot(tensor, num_classes=-1):
 
 # -- activations --------------------------------------------------------------
 
+@node_named(lambda input, inplace: None if inplace else ('HardswishBackward0', 1), 'input', 'inplace')
 def hardswish(input, inplace=False):  # noqa: A002
     """``x * relu6(x + 3) / 6``."""
     _not_for(_t(input), 'iub', 'hardswish_cpu')
@@ -850,6 +870,7 @@ def hardswish(input, inplace=False):  # noqa: A002
     return _maybe_inplace(_t(input), hardswish, inplace)
 
 
+@node_named(lambda input, inplace: None if inplace else ('HardsigmoidBackward0', 1), 'input', 'inplace')
 def hardsigmoid(input, inplace=False):  # noqa: A002
     """``relu6(x + 3) / 6``."""
     _not_for(_t(input), 'iub', 'hardsigmoid_cpu')
@@ -859,6 +880,7 @@ def hardsigmoid(input, inplace=False):  # noqa: A002
     return _maybe_inplace(_t(input), hardsigmoid, inplace)
 
 
+@node_named(lambda input, inplace: None if inplace else ('MishBackward0', 1), 'input', 'inplace')
 def mish(input, inplace=False):  # noqa: A002
     """``x * tanh(softplus(x))``."""
     _not_for(_t(input), 'iub', 'mish_cpu')
@@ -872,6 +894,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@node_named(lambda input, inplace: None if inplace else ('EluBackward0', 1), 'input', 'inplace')
 def selu(input, inplace=False):  # noqa: A002
     """``scale * elu(x, alpha)`` with SELU's fixed constants."""
     _not_for(_t(input), 'iub', 'elu_cpu')
@@ -881,6 +904,7 @@ def selu(input, inplace=False):  # noqa: A002
     return _maybe_inplace(_t(input), selu, inplace)
 
 
+@node_named(lambda input, inplace: None if inplace else ('CeluBackward0', 1), 'input', 'inplace')
 def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)`` (PyTorch's form, also
     for a negative ``alpha``): ``relu(x) + alpha * expm1(min(x, 0) / alpha)``."""
@@ -911,6 +935,7 @@ def tanhshrink(input):  # noqa: A002
     return _ops.sub(a, _ops.tanh(a))
 
 
+@node_named(lambda input, inplace: None if inplace else ('ThresholdBackward0', 1), 'input', 'inplace')
 def threshold(input, threshold, value, inplace=False):  # noqa: A002
     """``x`` where ``x > threshold``, else ``value``."""
     def threshold_(x):
@@ -920,6 +945,7 @@ def threshold(input, threshold, value, inplace=False):  # noqa: A002
     return _maybe_inplace(_t(input), threshold_, inplace)
 
 
+@node_named('GluBackward0', 'input')
 def glu(input, dim=-1):  # noqa: A002
     """``a * sigmoid(b)`` for the halves ``a, b`` of ``input`` along ``dim``."""
     a = _t(input)
@@ -1043,6 +1069,8 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 # -- losses ---------------------------------------------------------------------
 
+@node_named(lambda i, t, beta: None if beta == 0 else ('SmoothL1LossBackward0', 2),
+            'input', 'target', 'beta')
 def smooth_l1_loss(input, target, size_average=None, reduce=None,  # noqa: A002
                    reduction='mean', beta=1.0):
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``)."""
@@ -1067,6 +1095,8 @@ def _huber(ad, delta):
     return _ops.mul(m, _ops.sub(ad, _ops.mul(m, 0.5)))
 
 
+@node_named(lambda i, t, w: None if w is not None else ('HuberLossBackward0', 2),
+            'input', 'target', 'weight')
 def huber_loss(input, target, reduction='mean', delta=1.0, weight=None):  # noqa: A002
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     inp, tgt = _t(input), _t(target, input)

@@ -1,0 +1,162 @@
+"""PyTorch's node for an op that tape writes in primitives (``mse_loss``, ``addmm``...).
+
+A composite op appends the records of its primitives, so its result's
+``grad_fn`` would be its last primitive's (``MeanBackward0`` for ``mse_loss``).
+PyTorch shows one node, ``MseLossBackward0``, whose ``next_functions`` are the
+op's tensor arguments.  ``node_named`` wraps such an op: after the call it
+writes in ``Tape.names``, under the result's record, an entry
+``[name, inner, slots, shapes, adjust]``: PyTorch's node name, the gradient
+slots (-1 for none) and shapes of the op's arguments in PyTorch's order, and
+``inner``, the records between them and the result, which the first look at
+the node finds (None until then: the call itself pays ~1 us, not a walk).
+tape/_graph.py reads it: the node's name and ``next_functions`` are those, and
+calling the node runs the VJPs of the inner records, as for a cat tree.
+
+The inner records are those the result's record reaches without passing an
+argument's slot or a leaf: the op's own (an op here reads only its arguments).
+The sweep ignores ``names``: it is metadata for ``grad_fn``, shifted with its
+tape's records when tapes merge (tape/_tape.py), when a released tape's
+tensor moves its history (tape/_reroot.py), and copied to a ``tape.jit``
+replay's tape.
+"""
+import functools
+import operator
+
+from ._tape import STALE, resolve
+from ._tensor import Tensor
+
+
+def node_named(name, *params, output=None, adjust=None):
+    """Decorate an op whose result PyTorch's ``name`` node produces, with
+    ``next_functions`` one entry per argument in ``params`` (parameter names,
+    in PyTorch's order; ``None, 0`` for one that is not a tensor or needs no
+    gradient, as for ClampBackward0's absent ``max``).
+
+    ``name`` may be a function of those arguments' values returning the name,
+    a (name, number of entries) pair (LerpBackward0 of a scalar weight lists
+    two), or None (keep the primitives' node).  ``output``: the op returns a
+    tuple whose item ``output`` the node produces (``sort``'s values).
+    ``adjust(tape, records, slots, shapes)``: the slots and shapes to show
+    instead, given the op's records (F.linear's weight through its TBackward0)."""
+    def wrap(fn):
+        code = fn.__code__
+        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        npos = code.co_argcount
+        defaults = dict(zip(names[npos - len(fn.__defaults__ or ()):npos],
+                            fn.__defaults__ or ()))
+        defaults.update(fn.__kwdefaults__ or {})
+        where = [(names.index(p) if names.index(p) < npos else 1 << 30, p, defaults.get(p))
+                 for p in params]
+        last = max(i for i, _p, _d in where)
+        pick = operator.itemgetter(*(i for i, _p, _d in where)) if last < npos else None
+        single = len(params) == 1
+
+        @functools.wraps(fn)
+        def op(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            res = out if output is None else out[output]
+            if type(res) is Tensor and res._tape is not None:
+                if pick is not None and len(args) > last and not kwargs:
+                    vals = (pick(args),) if single else pick(args)     # (the common call)
+                else:
+                    vals = [args[i] if i < len(args) else kwargs.get(p, d) for i, p, d in where]
+                nm = name if type(name) is str else name(*vals)
+                if nm is not None:
+                    if type(nm) is tuple:
+                        nm, count = nm
+                        vals = vals[:count]
+                    name_result(res, nm, vals, adjust)
+            return out
+        return op
+    return wrap
+
+
+def name_result(out, name, vals, adjust=None):
+    """Show PyTorch's node ``name`` of arguments ``vals`` as ``out``'s grad_fn
+    (``out`` was recorded by an op of those arguments, just now)."""
+    T = out._tape
+    if T.alias is not None:
+        if T.alias is STALE:
+            return
+        T = resolve(out)
+    slots, shapes = [], []
+    for t in vals:
+        if not isinstance(t, Tensor):
+            slots.append(-1)
+            shapes.append(None)
+            continue
+        if t is out:
+            return              # an argument returned as it is
+        shapes.append(t._data.shape)
+        if not t._rg:
+            slots.append(-1)
+        elif t._tape is None:
+            slots.append(T.leafmap.get(id(t), -1))
+        else:
+            if t._tape is not T and t._tape.alias is not None and t._tape.alias is not STALE:
+                resolve(t)
+            if t._tape is not T:
+                return          # an argument's history on another tape
+            slots.append(t._goff)
+    names = T.names
+    if names is None:
+        names = T.names = {}
+    names[out._rec] = [name, None, slots, shapes, adjust]
+    if T.nodes is not None:
+        T.nodes.pop(out._rec, None)     # (a node asked for during the call: made again)
+
+
+def entry(tape, rec):
+    """Record ``rec``'s names entry with its inner records found (None: none)."""
+    names = tape.names
+    e = names.get(rec) if names is not None else None
+    if e is not None and e[1] is None:
+        e[1] = inner = _records_between(tape, rec, e[2])
+        if e[4] is not None:
+            got = e[4](tape, inner, e[2], e[3])
+            if got is None:
+                del names[rec]      # (the op took another path: its primitives' node)
+                return None
+            e[2], e[3] = got
+            e[4] = None
+    return e
+
+
+def _records_between(T, k1, slots):
+    """The records of T on the paths from record k1 back to the argument slots
+    ``slots`` (or leaves), in increasing order."""
+    import numpy as np
+    from ._graph import _record_of_slot, input_slots
+    R = np.frombuffer(bytes(T.rec), np.int64).reshape(-1, 8)
+    stop = {s for s in slots if s >= 0}
+    stop.update(s for _leaf, s in T.leaves)
+    seen, todo = set(), [k1]
+    while todo:
+        k = todo.pop()
+        for s in input_slots(T, k):
+            if s < 0 or s in stop:
+                continue
+            j = _record_of_slot(T, R[:k], s)
+            if j is not None and j not in seen:
+                seen.add(j)
+                todo.append(j)
+    return tuple(sorted(seen))
+
+
+def through_transpose(arg):
+    """An ``adjust`` for F.linear: argument ``arg``'s entry is the TBackward0
+    the call recorded on it (PyTorch's AddmmBackward0 reads ``weight.t()``)."""
+    from ._rules import OP
+    op_t = OP['t']
+
+    def adjust(T, records, slots, shapes):
+        slot = slots[arg]
+        if slot < 0:
+            return slots, shapes
+        for k in records:
+            op, out, n, g0 = T.record(k)[:4]
+            if op == op_t and g0 == slot:
+                return (slots[:arg] + [out] + slots[arg + 1:],
+                        shapes[:arg] + [shapes[arg][::-1]] + shapes[arg + 1:])
+        return None
+    return adjust
