@@ -439,9 +439,20 @@ def _post(fns, gins, gouts, ins):
     return cur
 
 
+def _shown(p):
+    """Positions of a custom Function's arguments that its node lists (tape/_graph.py
+    joined_slots): its hooks' ``grad_inputs`` have one entry per ``next_functions``."""
+    n = getattr(p.cls, '_node_inputs', None)
+    if n is not None:
+        return range(min(n, len(p.in_slots)))
+    return [i for i, dt in enumerate(p.in_dtypes) if dt is not None]
+
+
 def _python_inputs(p):
     ins = []
-    for s, shape, dt in zip(p.in_slots, p.in_shapes, p.in_dtypes):
+    shown = _shown(p)
+    for s, shape, dt in (p_i for i, p_i in enumerate(zip(p.in_slots, p.in_shapes, p.in_dtypes))
+                         if i in shown):
         if s < 0:
             ins.append(None)
             continue
@@ -478,6 +489,7 @@ def _python_vjp(p, outs, eff_out):
             grads.append(_as_tensor(g, shape, dt))
     with no_grad():
         res = p._call_backward(grads)
+    res = [res[i] for i in _shown(p)]
     return ins, [None if r is None or e is None else np.ravel(r._data)
                  for r, e in zip(res, ins)]
 
@@ -548,6 +560,7 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
                      for g, o in zip(gouts, outs)]
             with enable_grad():
                 res = p._call_backward(grads)
+            res = [res[i] for i in _shown(p)]
             gins = tuple(None if e is None else r for e, r in zip(ins, res))
     else:
         ins = _node_inputs(tape, k, row, R, A, *outs[0][2:])

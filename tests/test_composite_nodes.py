@@ -297,3 +297,31 @@ def test_a_history_moved_off_a_released_tape_keeps_the_node():
     assert tr.grad_fn.next_functions[0][0].variable is w
     y.backward()
     np.testing.assert_allclose(w.grad.numpy(), 5 * np.eye(3))
+
+
+def test_custom_function_hooks_see_one_gradient_per_tensor_argument():
+    def run(lib):
+        T, _ = _lib(lib)
+
+        class Scale(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k, y):
+                return x * k * y
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, None, g * 3
+        x = T.ones(3, requires_grad=True)
+        y = T.ones(3, requires_grad=True)
+        out = Scale.apply(x, 2, y)
+        seen = []
+        out.grad_fn.register_hook(lambda gi, go: seen.append(len(gi)))
+        out.grad_fn.register_hook(lambda gi, go: (gi[0] * 10, gi[1]))
+        out.sum().backward()
+        out = Scale.apply(x, 2, y)
+        out.grad_fn.register_hook(lambda gi, go: (gi[0] * 10, None))
+        g, = T.autograd.grad(out.sum(), x, create_graph=True)
+        return seen, x.grad.tolist(), y.grad.tolist(), g.tolist()
+    got = run('tape')
+    assert got == ([2], [20.0] * 3, [3.0] * 3, [20.0] * 3)
+    assert got == run('torch')
