@@ -5,10 +5,11 @@ A composite op appends the records of its primitives, so its result's
 PyTorch shows one node, ``MseLossBackward0``, whose ``next_functions`` are the
 op's tensor arguments.  ``node_named`` wraps such an op: after the call it
 writes in ``Tape.names``, under the result's record, an entry
-``[name, inner, slots, shapes, adjust]``: PyTorch's node name, the gradient
-slots (-1 for none) and shapes of the op's arguments in PyTorch's order, and
-``inner``, the records between them and the result, which the first look at
-the node finds (None until then: the call itself pays ~1 us, not a walk).
+``[name, inner, slots, shapes, adjust, outs]``: PyTorch's node name, the
+gradient slots (-1 for none) and shapes of the op's arguments in PyTorch's
+order, ``inner``, the records between them and the result, which the first
+look at the node finds (None until then: the call itself pays ~0.5 us, not a
+walk), and for a node of several outputs their (record, slot) pairs.
 tape/_graph.py reads it: the node's name and ``next_functions`` are those, and
 calling the node runs the VJPs of the inner records, as for a cat tree.
 
@@ -35,7 +36,8 @@ def node_named(name, *params, output=None, adjust=None):
     ``name`` may be a function of those arguments' values returning the name,
     a (name, number of entries) pair (LerpBackward0 of a scalar weight lists
     two), or None (keep the primitives' node).  ``output``: the op returns a
-    tuple whose item ``output`` the node produces (``sort``'s values).
+    tuple whose item ``output`` the node produces (``sort``'s values), or
+    ``'all'``: one node produces every item (``std_mean``).
     ``adjust(tape, records, slots, shapes)``: the slots and shapes to show
     instead, given the op's records (F.linear's weight through its TBackward0)."""
     def wrap(fn):
@@ -54,8 +56,12 @@ def node_named(name, *params, output=None, adjust=None):
         @functools.wraps(fn)
         def op(*args, **kwargs):
             out = fn(*args, **kwargs)
-            res = out if output is None else out[output]
-            if type(res) is Tensor and res._tape is not None:
+            res = out if output is None or output == 'all' else out[output]
+            if output == 'all':
+                if out and type(out[0]) is Tensor and out[0]._tape is not None:
+                    vals = [args[i] if i < len(args) else kwargs.get(p, d) for i, p, d in where]
+                    name_outputs(tuple(out), name, vals)
+            elif type(res) is Tensor and res._tape is not None:
                 if pick is not None and len(args) > last and not kwargs:
                     vals = (pick(args),) if single else pick(args)     # (the common call)
                 else:
@@ -101,17 +107,69 @@ def name_result(out, name, vals, adjust=None):
     names = T.names
     if names is None:
         names = T.names = {}
-    names[out._rec] = [name, None, slots, shapes, adjust]
+    names[out._rec] = [name, None, slots, shapes, adjust, None]
     if T.nodes is not None:
         T.nodes.pop(out._rec, None)     # (a node asked for during the call: made again)
 
 
+def name_outputs(outs, name, vals):
+    """Show one node ``name`` of arguments ``vals`` for all of ``outs``, an op's
+    outputs in order (SplitBackward0, StdMeanBackward0): the first's record
+    holds the entry, with ``(record, slot)`` of each output; the others' hold
+    ``['=', first record, output index]``."""
+    first = outs[0] if outs else None
+    if type(first) is not Tensor or first._tape is None:
+        return
+    T = first._tape
+    if T.alias is not None:
+        if T.alias is STALE:
+            return
+        T = resolve(first)
+    recs = []
+    for o in outs:
+        if type(o) is not Tensor or o._tape is None:
+            return
+        if o._tape is not T and o._tape.alias is not None and o._tape.alias is not STALE:
+            resolve(o)
+        if o._tape is not T:
+            return
+        recs.append((o._rec, o._goff))
+    if len({r for r, _s in recs}) != len(recs):
+        return
+    name_result(first, name, vals)
+    e = T.names.get(first._rec) if T.names is not None else None
+    if e is None or e[0] != name:
+        return
+    e[5] = tuple(recs)
+    for i, (r, _s) in enumerate(recs[1:], 1):
+        T.names[r] = ['=', recs[0][0], i]
+        if T.nodes is not None:
+            T.nodes.pop(r, None)
+
+
+def primary(tape, rec):
+    """(record of the node, output index) for record ``rec``: the first output's
+    record for another output of a node of several (``name_outputs``)."""
+    e = tape.names.get(rec)
+    if e is not None and e[0] == '=':
+        return e[1], e[2]
+    return rec, 0
+
+
 def entry(tape, rec):
-    """Record ``rec``'s names entry with its inner records found (None: none)."""
+    """Record ``rec``'s names entry with its inner records found (None: none).
+
+    The inner records of a node of several outputs include the other outputs'
+    own records, so that calling the node runs them too."""
     names = tape.names
     e = names.get(rec) if names is not None else None
+    if e is not None and e[0] == '=':
+        return None
     if e is not None and e[1] is None:
-        e[1] = inner = _records_between(tape, rec, e[2])
+        outs = e[5]
+        e[1] = inner = _records_between(tape, [r for r, _s in outs] if outs else [rec], e[2])
+        if outs:
+            e[1] = inner = tuple(sorted(set(inner) | {r for r, _s in outs[1:]}))
         if e[4] is not None:
             got = e[4](tape, inner, e[2], e[3])
             if got is None:
@@ -122,15 +180,15 @@ def entry(tape, rec):
     return e
 
 
-def _records_between(T, k1, slots):
-    """The records of T on the paths from record k1 back to the argument slots
-    ``slots`` (or leaves), in increasing order."""
+def _records_between(T, starts, slots):
+    """The records of T on the paths from the records ``starts`` back to the
+    argument slots ``slots`` (or leaves), in increasing order."""
     import numpy as np
     from ._graph import _record_of_slot, input_slots
     R = np.frombuffer(bytes(T.rec), np.int64).reshape(-1, 8)
     stop = {s for s in slots if s >= 0}
     stop.update(s for _leaf, s in T.leaves)
-    seen, todo = set(), [k1]
+    seen, todo = set(), list(starts)
     while todo:
         k = todo.pop()
         for s in input_slots(T, k):

@@ -2079,6 +2079,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
 _MinMax = _return_type('aminmax', ('min', 'max'))
 
 
+@node_named('AminmaxBackward0', 'input', output='all')
 def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
     """``(amin, amax)`` over ``dim`` (all elements if None)."""
     a = _t(input)

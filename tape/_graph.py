@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 
 from ._big import BIG_FLAG
-from ._composite_nodes import entry as names_entry
+from ._composite_nodes import entry as names_entry, primary as names_primary
 from ._rules import OP, RULES, TWO_INPUT_KINDS
 from ._tape import STALE, resolve
 
@@ -146,6 +146,8 @@ def _node_name(tape, rec):
 
 
 def node(tape, rec):
+    if tape.names is not None:
+        rec = names_primary(tape, rec)[0]     # (one node of several outputs)
     nodes = tape.nodes
     if nodes is None:
         nodes = tape.nodes = weakref.WeakValueDictionary()
@@ -178,6 +180,8 @@ def output_index(t):
         slots = tape.py[ax].out_slots
         if t._goff in slots:
             return slots.index(t._goff)
+    if tape.names is not None:
+        return names_primary(tape, t._rec)[1]
     return 0
 
 
@@ -342,15 +346,18 @@ def _apply_node(nd, grads):
     if tape.is_dead(nd._rec):
         from ._sweep import SECOND_BACKWARD
         raise RuntimeError(SECOND_BACKWARD)
-    g = grads[0]
-    g = _ops.reshape(g if isinstance(g, Tensor) else _leaf(np.asarray(g)), -1)
-    acc = {out: g}
-    leaf_of = {s: leaf for leaf, s in tape.leaves}
-    _record_vjp(tape, nd._rec, R, RF, V, A, acc, leaf_of)
-    slots, inner = joined_slots(tape, nd._rec)
-    for k in sorted(inner, reverse=True):       # a cat's tree, down to its inputs
-        _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
     named = names_entry(tape, nd._rec) if tape.names is not None else None
+    outs = named[5] if named is not None and named[5] else ((nd._rec, out),)
+    acc = {}
+    for (_k, s), g in zip(outs, grads):
+        if g is not None:
+            acc[s] = _ops.reshape(g if isinstance(g, Tensor) else _leaf(np.asarray(g)), -1)
+    leaf_of = {s: leaf for leaf, s in tape.leaves}
+    slots, inner = joined_slots(tape, nd._rec)
+    # the record, then the records below it (a cat's tree, a composite op's
+    # records, a node's other outputs) from the last down
+    for k in sorted(set(inner) | {nd._rec}, reverse=True):
+        _record_vjp(tape, k, R, RF, V, A, acc, leaf_of)
     result = []
     for i, s in enumerate(slots):
         # (a zero-size input that shares its slot has a key of its own there)

@@ -527,10 +527,12 @@ def _root(s, name, c):
     return _leaf(out)
 
 
+@node_named('VarMeanBackward0', 'a', output='all')
 def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(a, dim, unbiased, keepdim, correction=correction), _mean_kd(a, dim, keepdim)
 
 
+@node_named('StdMeanBackward0', 'a', output='all')
 def std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return std(a, dim, unbiased, keepdim, correction=correction), _mean_kd(a, dim, keepdim)
 

@@ -129,7 +129,10 @@ def _move(tape, slot, k0, copy, adopt=True):
 
 def _move_name(e, new, k, where, leaf_of):
     """A composite op's node (tape/_composite_nodes.py) of a moved record, its
-    argument slots as they are on ``new`` (none if an argument did not move)."""
+    argument slots as they are on ``new`` (none if an argument did not move, or
+    for a node of several outputs)."""
+    if e[0] == '=' or e[5] is not None:
+        return
     slots = []
     for s in e[2]:
         if s >= 0:
@@ -139,7 +142,7 @@ def _move_name(e, new, k, where, leaf_of):
         slots.append(s)
     if new.names is None:
         new.names = {}
-    new.names[k] = [e[0], None, slots, e[3], e[4] if e[1] is None else None]
+    new.names[k] = [e[0], None, slots, e[3], e[4] if e[1] is None else None, None]
 
 
 # stale tape -> [its successor (held: a tensor of the stale tape may need the

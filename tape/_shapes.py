@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ._composite_nodes import name_outputs
 from . import _ops
 from ._ops import _record_struct, _shape_str, _sizes
 from ._pool import pool
@@ -231,6 +232,8 @@ def split(a, split_size_or_sections, dim=0):
         parts.append(as_view(take_as(rule, a, d[key], idx[key], key), a, _picker(key),
                              multi=node))
         start += s
+    if parts[0]._tape is not None:      # one node of all the parts, as PyTorch's
+        name_outputs(parts, node, (a,))
     return tuple(parts)
 
 
@@ -260,6 +263,8 @@ def unbind(a, dim=0):
         key = (slice(None),) * dim + (i, Ellipsis)
         out.append(as_view(take_as('unbind', a, d[key], idx[key], key), a, _picker(key),
                            multi='UnbindBackward0'))
+    if out and out[0]._tape is not None:
+        name_outputs(out, 'UnbindBackward0', (a,))
     return tuple(out)
 
 

@@ -325,3 +325,51 @@ def test_custom_function_hooks_see_one_gradient_per_tensor_argument():
     got = run('tape')
     assert got == ([2], [20.0] * 3, [3.0] * 3, [20.0] * 3)
     assert got == run('torch')
+
+
+MULTI = {
+    'split': lambda T, x: x.split(2),
+    'split_sizes': lambda T, x: x.split([1, 3]),
+    'chunk': lambda T, x: x.chunk(2, 1),
+    'unbind': lambda T, x: x.unbind(1),
+    'iterate': lambda T, x: tuple(x),
+    'std_mean': lambda T, x: T.std_mean(x),
+    'var_mean_dim': lambda T, x: T.var_mean(x, 1),
+    'aminmax': lambda T, x: T.aminmax(x),
+    'aminmax_dim': lambda T, x: T.aminmax(x, dim=0),
+}
+
+
+@pytest.mark.parametrize('case', sorted(MULTI))
+def test_one_node_of_several_outputs(case):
+    """split, unbind, std_mean...: every output's grad_fn is the same node, its
+    output_nr the output's place, and calling it takes one gradient per output."""
+    def run(lib):
+        T, _ = _lib(lib)
+        x = T.tensor(np.random.RandomState(3).rand(4, 3), requires_grad=True)
+        outs = MULTI[case](T, x * 1)
+        g = outs[0].grad_fn
+        seeds = [T.ones_like(o) * (i + 1) for i, o in enumerate(outs)]
+        got = g(*seeds)
+        got = got if isinstance(got, tuple) else (got,)
+        return (_desc(g, 2), [o.grad_fn is g for o in outs], [o.output_nr for o in outs],
+                [r.detach().numpy().round(12).tolist() for r in got])
+    got = run('tape')
+    assert all(got[1])
+    assert got == run('torch')
+
+
+def test_a_node_of_several_outputs_survives_a_merge():
+    x = tape.rand(4, 3, dtype=tape.float64, requires_grad=True)
+    y = tape.rand(3, dtype=tape.float64, requires_grad=True)
+    _fresh_tape()
+    a, b = (x * 2).split(2)
+    _fresh_tape()
+    c = (y * 3).sum()
+    total = c + (a * b).sum()           # merges the two tapes
+    assert a.grad_fn is b.grad_fn and b.output_nr == 1
+    ga = a.grad_fn(tape.ones(2, 3, dtype=tape.float64), tape.ones(2, 3, dtype=tape.float64) * 2)
+    np.testing.assert_allclose(ga.detach().numpy(), [[1] * 3] * 2 + [[2] * 3] * 2)
+    total.backward()
+    xd = x.detach().numpy()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * np.concatenate([xd[2:], xd[:2]]))
