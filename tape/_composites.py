@@ -41,7 +41,7 @@ from . import _reductions as _red
 from . import _shapes as _sh
 from . import _views
 from . import _dtypes
-from ._composite_nodes import node_named
+from ._composite_nodes import name_result, node_named
 from ._dtypes import default_dtype
 from ._reductions import _flat_index, take_as
 from .return_types import make as _return_type, values_indices
@@ -918,7 +918,12 @@ def kron(input, other):  # noqa: A002
     # a's dims at even positions, b's at odd: the product's (a0, b0, a1, b1, ...)
     ea = _ops.reshape(a, tuple(x for s in sa for x in (s, 1)))
     eb = _ops.reshape(b, tuple(x for s in sb for x in (1, s)))
-    return _ops.reshape(_ops.mul(ea, eb), tuple(x * y for x, y in zip(sa, sb)))
+    prod = _ops.mul(ea, eb)
+    out = _ops.reshape(prod, tuple(x * y for x, y in zip(sa, sb)))
+    for view, of in ((ea, a), (eb, b), (out, prod)):
+        if view._tape is not None and view is not of:
+            name_result(view, 'UnsafeViewBackward0', (of,))    # (PyTorch's _unsafe_view)
+    return out
 
 
 # ----------------------------------------------------------------- indexing

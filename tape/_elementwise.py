@@ -474,10 +474,14 @@ def _clamp_tensor(a, lo, hi):
     return where(keep, a, y)
 
 
+@node_named(lambda a, lo: 'ClampMinBackward1' if isinstance(lo, Tensor) else ('ClampMinBackward0', 1),
+            'a', 'min')
 def clamp_min(a, min):  # noqa: A002
     return clamp(a, min=min)
 
 
+@node_named(lambda a, hi: 'ClampMaxBackward1' if isinstance(hi, Tensor) else ('ClampMaxBackward0', 1),
+            'a', 'max')
 def clamp_max(a, max):  # noqa: A002
     return clamp(a, max=max)
 

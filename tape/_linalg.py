@@ -225,7 +225,7 @@ def outer(a, b):
     if len(sa) != 1 or len(sb) != 1:
         raise RuntimeError(f'outer: expected 1D vectors, got shapes {_shape_str(sa)} and '
                            f'{_shape_str(sb)}')
-    return _ops.mul(_ops.reshape(a, sa[0], 1), _ops.reshape(b, 1, sb[0]))
+    return _ops.mul(_ops.reshape(a, sa[0], 1), b)       # (PyTorch's: b broadcasts)
 
 
 ger = outer

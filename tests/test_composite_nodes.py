@@ -107,6 +107,11 @@ CASES = {
     'layer_norm': lambda T, F, P, I: F.layer_norm(P(3, 4), (4,)),
     'batch_norm': lambda T, F, P, I: F.batch_norm(P(3, 4), None, None, training=True),
     'conv1d': lambda T, F, P, I: F.conv1d(P(1, 1, 4), P(2, 1, 3), P(2)),
+    'normalize': lambda T, F, P, I: F.normalize(P(3, 4)),
+    'clamp_min_scalar': lambda T, F, P, I: T.clamp_min(P(3), 0.9),
+    'clamp_max_method': lambda T, F, P, I: P(3).clamp_max(P(3)),
+    'outer': lambda T, F, P, I: T.outer(P(3), P(2)),
+    'kron': lambda T, F, P, I: T.kron(P(2, 2), P(2, 3)),
     'conv2d_no_bias': lambda T, F, P, I: F.conv2d(P(1, 1, 4, 4), P(2, 1, 3, 3)),
 }
 

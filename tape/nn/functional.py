@@ -639,11 +639,12 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
     a = _t(input)
     if dim is not None and not isinstance(dim, (tuple, list)):
         _norm_dim(dim, np.ndim(a._data), 'normalize')     # (a 0-d input: [-1, 0])
-    n = _red.vector_norm(a, p, dim, True)
+    # PyTorch's steps: norm, clamp_min, expand_as, div (and so its nodes)
+    n = _ops.expand_as(_ew.clamp_min(_red.vector_norm(a, p, dim, True), eps), a)
     if out is not None:         # (PyTorch's out=: the division's, tape/_out.py)
         from .._out import into_out
-        return into_out(_ops.div(a, _ew.clamp(n, min=eps)), out, 'div', a)
-    return _ops.div(a, _ew.clamp(n, min=eps))
+        return into_out(_ops.div(a, n), out, 'div', a)
+    return _ops.div(a, n)
 
 
 # ---------------------------------------------------------------------------
