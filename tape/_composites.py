@@ -25,7 +25,7 @@ eagerly instead of replaying a stale choice.
 >>> import tape
 >>> x = tape.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
 >>> tape.trace(x)
-tensor(5., grad_fn=<SumBackward0>)
+tensor(5., grad_fn=<TraceBackward0>)
 """
 import builtins
 

@@ -108,6 +108,8 @@ CASES = {
     'batch_norm': lambda T, F, P, I: F.batch_norm(P(3, 4), None, None, training=True),
     'conv1d': lambda T, F, P, I: F.conv1d(P(1, 1, 4), P(2, 1, 3), P(2)),
     'normalize': lambda T, F, P, I: F.normalize(P(3, 4)),
+    'pairwise_distance': lambda T, F, P, I: F.pairwise_distance(P(3, 4), P(3, 4)),
+    'triplet_margin_loss': lambda T, F, P, I: F.triplet_margin_loss(P(3, 4), P(3, 4), P(3, 4)),
     'clamp_min_scalar': lambda T, F, P, I: T.clamp_min(P(3), 0.9),
     'clamp_max_method': lambda T, F, P, I: P(3).clamp_max(P(3)),
     'outer': lambda T, F, P, I: T.outer(P(3), P(2)),

@@ -27,7 +27,7 @@ from .. import _indexing as _ix
 from .. import _ops
 from .. import _reductions as _red
 from .. import _shapes as _sh
-from .._composite_nodes import node_named, through_transpose
+from .._composite_nodes import name_result, node_named, through_transpose
 from .._linalg import matmul
 from .._rules import OP
 from .._tape import grad_mode, note_value_use
@@ -1058,14 +1058,18 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``norm(x1 - x2 + eps, p)`` over the last dimension (PyTorch's nodes:
+    NormBackward1 of AddBackward1, a tensor-and-scalar add)."""
     _no_bool_sub(*(x for x in (x1, x2) if isinstance(x, Tensor)))
-    """``norm(x1 - x2 + eps, p)`` over the last dimension."""
     a, b = _t(x1), _t(x2, x1)
-    diff = _ops.add(_ops.sub(a, b), float(eps))
+    d = _ops.sub(a, b)
+    diff = _ops.add(d, float(eps))
     nd = len(_shape_of(diff))
-    if nd == 0:
-        return _red.vector_norm(diff, p, None, False)
-    return _red.vector_norm(diff, p, nd - 1, keepdim)
+    out = _red.vector_norm(diff, p, None if nd == 0 else nd - 1, nd != 0 and keepdim)
+    if out._tape is not None:
+        name_result(diff, 'AddBackward1', (d,))
+        name_result(out, 'NormBackward1', (diff,))
+    return out
 
 
 # -- losses ---------------------------------------------------------------------
