@@ -1028,10 +1028,15 @@ def prelu(input, weight):  # noqa: A002
         raise RuntimeError(f'Mismatch of parameter numbers and input channel size. Found '
                            f'parameter numbers = {n} and channel size = {channels}.')
     if n == 1 or len(shape) < 2:
-        w = _ops.reshape(w, ()) if n == 1 else _ops.reshape(w, (n,))
+        wv = _ops.reshape(w, ()) if n == 1 else _ops.reshape(w, (n,))
     else:
-        w = _ops.reshape(w, (n,) + (1,) * (len(shape) - 2))
-    return _ew.where(_ew.gt(a, 0), a, _ops.mul(w, a))
+        wv = _ops.reshape(w, (n,) + (1,) * (len(shape) - 2))
+    out = _ew.where(_ew.gt(a, 0), a, _ops.mul(wv, a))
+    if out._tape is not None:
+        # PyTorch's one node, of the input and (for an input of 2 or more dims)
+        # the weight's view
+        name_result(out, 'PreluKernelBackward0', (a, w if len(shape) < 2 else wv))
+    return out
 
 
 # -- similarity and distance --------------------------------------------------
