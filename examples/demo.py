@@ -131,6 +131,13 @@ def main():
             acc = (model(pts).argmax(1) == labels).float().mean().item()
             print(f'  step {step:3d}: loss {loss.item():.4f}, accuracy {acc:.2f}')
     print(model)
+    # the 60-minute blitz's walk back from the loss: PyTorch's nodes, one per op
+    loss = tape.nn.MSELoss()(model(pts), tape.zeros(200, 2))
+    fn, names = loss.grad_fn, []
+    while fn is not None:
+        names.append(fn.name())
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    print('  loss.grad_fn, then next_functions[0][0] down to a leaf:', ' -> '.join(names))
 
 
 if __name__ == '__main__':
