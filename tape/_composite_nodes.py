@@ -5,9 +5,9 @@ A composite op appends the records of its primitives, so its result's
 PyTorch shows one node, ``MseLossBackward0``, whose ``next_functions`` are the
 op's tensor arguments.  ``node_named`` wraps such an op: after the call it
 writes in ``Tape.names``, under the result's record, an entry
-``[name, inner, slots, shapes, adjust, outs]``: PyTorch's node name, the
-gradient slots (-1 for none) and shapes of the op's arguments in PyTorch's
-order, ``inner``, the records between them and the result, which the first
+``[name, inner, slots, shapes, adjust, outs, dtypes]``: PyTorch's node name,
+the gradient slots (-1 for none), shapes and dtypes of the op's arguments in
+PyTorch's order, ``inner``, the records between them and the result, which the first
 look at the node finds (None until then: the call itself pays ~0.5 us, not a
 walk), and for a node of several outputs their (record, slot) pairs.
 tape/_graph.py reads it: the node's name and ``next_functions`` are those, and
@@ -85,15 +85,17 @@ def name_result(out, name, vals, adjust=None):
         if T.alias is STALE:
             return
         T = resolve(out)
-    slots, shapes = [], []
+    slots, shapes, dtypes = [], [], []
     for t in vals:
         if not isinstance(t, Tensor):
             slots.append(-1)
             shapes.append(None)
+            dtypes.append(None)
             continue
         if t is out:
             return              # an argument returned as it is
         shapes.append(t._data.shape)
+        dtypes.append(t._data.dtype)
         if not t._rg:
             slots.append(-1)
         elif t._tape is None:
@@ -107,7 +109,7 @@ def name_result(out, name, vals, adjust=None):
     names = T.names
     if names is None:
         names = T.names = {}
-    names[out._rec] = [name, None, slots, shapes, adjust, None]
+    names[out._rec] = [name, None, slots, shapes, adjust, None, dtypes]
     if T.nodes is not None:
         T.nodes.pop(out._rec, None)     # (a node asked for during the call: made again)
 

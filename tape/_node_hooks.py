@@ -412,8 +412,12 @@ def run_node(node, grads, tape, k, R, V, A):
     exact_out = [o[4] for o in outs]
     gouts = _call_hooks(node.pre, given, exact_out)
     eff_out = [_raw(t, g0, r) for t, g0, r in zip(gouts, given, raw_out)]
+    named = _composite(tape, k)
     if op == _PYTHON:
         ins, raw_in = _python_vjp(p, outs, eff_out)
+    elif named is not None:
+        ins = _composite_inputs(named)
+        raw_in = _composite_vjp(tape, k, named, R, V, A, eff_out[0], ins)
     else:
         ins = _node_inputs(tape, k, row, R, A, *outs[0][2:])
         raw_in = _record_vjp(tape, row, V, A, eff_out[0], ins)
@@ -426,6 +430,58 @@ def run_node(node, grads, tape, k, R, V, A):
             continue
         dt = e.dtype if e.slot >= BIG_BASE and e.dtype.kind == 'f' else None
         grads.add(e.slot, e.size, g, dt)
+
+
+def _composite(tape, k):
+    """The names entry of a composite op's node of one output at record k
+    (tape/_composite_nodes.py), or None."""
+    if tape.names is None:
+        return None
+    from ._composite_nodes import entry
+    e = entry(tape, k)
+    return e if e is not None and e[5] is None else None
+
+
+def _composite_inputs(e):
+    """The _Input of each next_functions entry of a composite op's node: its
+    arguments' slots, which its records read directly."""
+    ins = []
+    for s, shape, dt in zip(e[2], e[3], e[6]):
+        if s < 0:
+            ins.append(None)
+            continue
+        x = _Input()
+        x.direct = x.slot = s
+        x.dsize = x.size = int(math.prod(shape))
+        x.chain = []
+        x.shape, x.dtype, x.exact = tuple(shape), np.dtype(dt), True
+        ins.append(x)
+    return ins
+
+
+def _composite_vjp(tape, k, e, R, V, A, g, ins):
+    """Input gradients (flat float64 arrays or None) of a composite op's records
+    (k and those between it and its arguments) run by themselves from ``g``.
+    The sweep then finds its inner records unreached and passes them by."""
+    from ._sweep import _python_record, kernel
+    out = [None] * len(ins)
+    if g is None:
+        return out
+    R1 = np.ascontiguousarray(R[sorted(set(e[1]) | {k})])
+    size = max(tape.gpos, 1)
+    G = np.zeros(size, V.dtype)
+    reach = np.zeros(size, np.uint8)
+    store = Grads(G, reach)
+    store.add(int(R[k, 1]), int(R[k, 2]), g)
+    sweep = kernel(R1)
+    j = len(R1) - 1
+    while j >= 0:
+        if not R1[j, 0] & BIG_FLAG:
+            j = sweep(R1, G, V, A, reach, j, -1)
+            if j < 0:
+                break
+        j = _python_record(tape, j, R1, G, V, A, reach, store) - 1
+    return [None if x is None else _take(store, x.direct, x.dsize) for x in ins]
 
 
 def _post(fns, gins, gouts, ins):
@@ -562,6 +618,14 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
                 res = p._call_backward(grads)
             res = [res[i] for i in _shown(p)]
             gins = tuple(None if e is None else r for e, r in zip(ins, res))
+    elif _composite(tape, k) is not None:
+        # a composite op's records, differentiably, as calling its node does
+        from ._graph import node as graph_node
+        ins = _composite_inputs(_composite(tape, k))
+        gins = (None,) * len(ins)
+        if gouts[0] is not None:
+            got = graph_node(tape, k)(gouts[0])
+            gins = got if isinstance(got, tuple) else (got,)
     else:
         ins = _node_inputs(tape, k, row, R, A, *outs[0][2:])
         gins = [None] * len(ins)

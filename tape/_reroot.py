@@ -142,7 +142,7 @@ def _move_name(e, new, k, where, leaf_of):
         slots.append(s)
     if new.names is None:
         new.names = {}
-    new.names[k] = [e[0], None, slots, e[3], e[4] if e[1] is None else None, None]
+    new.names[k] = [e[0], None, slots, e[3], e[4] if e[1] is None else None, None, e[6]]
 
 
 # stale tape -> [its successor (held: a tensor of the stale tape may need the

@@ -162,7 +162,8 @@ class Tape:
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
         self.meta = None        # {record: its grad_fn's metadata dict}
         # {record: [PyTorch's node name, its records, input slots, their shapes,
-        # adjust, outputs]} of composite ops' results (tape/_composite_nodes.py)
+        # adjust, outputs, their dtypes]} of composite ops' results
+        # (tape/_composite_nodes.py)
         self.names = None
         self.hooked = None      # True once a saved-tensor hook packed a value (_saved_hooks.py)
 
@@ -583,12 +584,12 @@ def merge(dst, src):
             if e[0] == '=':         # another output of a node of several
                 dst.names[k + rs] = ['=', e[1] + rs, e[2]]
                 continue
-            nm, inner, slots, shapes, adjust, outs = e
+            nm, inner, slots, shapes, adjust, outs, dtypes = e
             dst.names[k + rs] = [
                 nm, None if inner is None else tuple(j + rs for j in inner),
                 [remap.get(s, s) for s in (shift_slot(s, shift) for s in slots)], shapes,
                 adjust, None if outs is None else tuple((r + rs, shift_slot(s, shift))
-                                                         for r, s in outs)]
+                                                         for r, s in outs), dtypes]
         src.names = None
     src.nodes = None
     src.alias = dst

@@ -384,3 +384,38 @@ def test_a_node_of_several_outputs_survives_a_merge():
     total.backward()
     xd = x.detach().numpy()
     np.testing.assert_allclose(x.grad.numpy(), 4 * np.concatenate([xd[2:], xd[:2]]))
+
+
+@pytest.mark.parametrize('create_graph', [False, True])
+def test_hooks_on_a_composite_node_see_its_arguments(create_graph):
+    """Pre and post hooks on MseLossBackward0 and AddmmBackward0, as PyTorch runs
+    them: one grad_input per next_functions entry, a returned tuple replaces them."""
+    def run(lib):
+        T, FF = _lib(lib)
+        x = T.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        t = T.tensor([0.0, 0.0, 1.0])
+        loss = FF.mse_loss(x * 2, t)
+        seen = []
+        loss.grad_fn.register_prehook(lambda go: seen.append(('pre', go[0].tolist())))
+        loss.grad_fn.register_hook(lambda gi, go: seen.append(
+            ('post', [None if g is None else [round(v, 5) for v in g.tolist()] for g in gi])))
+        loss.grad_fn.register_hook(lambda gi, go: (gi[0] * 10, None))
+        if create_graph:
+            g, = T.autograd.grad(loss, x, create_graph=True)
+            h, = T.autograd.grad(g.sum(), x)
+            grads = [g.tolist(), h.tolist()]
+        else:
+            loss.backward()
+            grads = [x.grad.tolist()]
+        a = T.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+        w = T.tensor(np.arange(12.0).reshape(4, 3) / 10, requires_grad=True)
+        b = T.zeros(4, dtype=T.float64, requires_grad=True)
+        out = FF.linear(a, w, b)
+        shapes = []
+        out.grad_fn.register_hook(lambda gi, go: shapes.append(
+            [None if g is None else tuple(g.shape) for g in gi]))
+        out.sum().backward()
+        return seen, [[round(v, 4) for v in g] for g in grads], shapes, w.grad.tolist()
+    got = run('tape')
+    assert got[2] == [[(4,), (2, 3), (3, 4)]]
+    assert got == run('torch')
