@@ -24,6 +24,7 @@ from ._out import into_out as _into_out
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                          is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ._pool import aligned, aligned_empty, ALIGN_MIN as _ALIGN_MIN
+from ._composite_nodes import node_named as _node_named
 from ._tensor import Tensor, Size, _leaf, _norm_dim, _TNEW
 from ._tensor import (device, strided, preserve_format, contiguous_format,  # noqa: F401
                       channels_last, channels_last_3d, _check_device)
@@ -817,6 +818,8 @@ def _either(op, rop, name):
     return f
 
 
+@_node_named(lambda i, o, alpha: ('AddBackward0', 2) if alpha is not None and alpha != 1 and
+             isinstance(o, Tensor) else None, 'input', 'other', 'alpha')
 def add(input, other, *, alpha=None, out=None):  # noqa: A002
     """``input + alpha * other``."""
     if out is not None:
@@ -827,6 +830,8 @@ def add(input, other, *, alpha=None, out=None):  # noqa: A002
     return _add(input, other)
 
 
+@_node_named(lambda i, o, alpha: ('SubBackward0', 2) if alpha is not None and alpha != 1 and
+             isinstance(o, Tensor) else None, 'input', 'other', 'alpha')
 def sub(input, other, *, alpha=None, out=None):  # noqa: A002
     """``input - alpha * other``."""
     if out is not None:

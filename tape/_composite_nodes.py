@@ -36,8 +36,9 @@ def node_named(name, *params, output=None, adjust=None):
     ``name`` may be a function of those arguments' values returning the name,
     a (name, number of entries) pair (LerpBackward0 of a scalar weight lists
     two), or None (keep the primitives' node).  ``output``: the op returns a
-    tuple whose item ``output`` the node produces (``sort``'s values), or
-    ``'all'``: one node produces every item (``std_mean``).
+    tuple whose item ``output`` the node produces (``sort``'s values),
+    ``'values'``: a tuple's first item or a tensor (``median`` with or without
+    ``dim``), or ``'all'``: one node produces every item (``std_mean``).
     ``adjust(tape, records, slots, shapes)``: the slots and shapes to show
     instead, given the op's records (F.linear's weight through its TBackward0)."""
     def wrap(fn):
@@ -56,7 +57,8 @@ def node_named(name, *params, output=None, adjust=None):
         @functools.wraps(fn)
         def op(*args, **kwargs):
             out = fn(*args, **kwargs)
-            res = out if output is None or output == 'all' else out[output]
+            res = out if output is None or output == 'all' else \
+                (out[0] if isinstance(out, tuple) else out) if output == 'values' else out[output]
             if output == 'all':
                 if out and type(out[0]) is Tensor and out[0]._tape is not None:
                     vals = [args[i] if i < len(args) else kwargs.get(p, d) for i, p, d in where]

@@ -160,6 +160,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
 _diagonal = diagonal        # diag's argument named diagonal hides the function
 
 
+@node_named(lambda i: 'DiagEmbedBackward0' if np.ndim(_np(_t(i))) == 1 else None, 'input')
 def diag(input, diagonal=0):  # noqa: A002
     """A vector's elements on the ``diagonal``-th diagonal of a square matrix, or a
     matrix's ``diagonal``-th diagonal as a vector.
@@ -193,6 +194,7 @@ def diagflat(input, offset=0):  # noqa: A002
     return diag(_ops.reshape(_t(input), -1), offset)
 
 
+@node_named('DiagEmbedBackward0', 'input')
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
     """Each last-dim vector of ``input`` put on the ``offset`` diagonal of the
     (dim1, dim2) planes of a new tensor (the inverse of ``diagonal``)."""
@@ -418,7 +420,8 @@ def _median(opname, skip_nan):
     return f
 
 
-median = _median('median', False)
+median = node_named(lambda i, dim: ('MedianBackward0' if dim is None else 'MedianBackward1', 1),
+                    'input', 'dim', output='values')(_median('median', False))
 median.__doc__ = """The lower median (of all elements, or (values, indices) along ``dim``);
 NaN where the numbers include a NaN.
 
@@ -426,7 +429,8 @@ NaN where the numbers include a NaN.
 >>> tape.tensor([4.0, 1.0, 3.0, 2.0]).median()
 tensor(2.)
 """
-nanmedian = _median('nanmedian', True)
+nanmedian = node_named(lambda i, dim: ('NanmedianBackward0' if dim is None else 'NanmedianBackward1',
+                                       1), 'input', 'dim', output='values')(_median('nanmedian', True))
 nanmedian.__doc__ = 'The lower median of the numbers that are not NaN (see ``median``).'
 
 
@@ -2052,6 +2056,7 @@ def rad2deg(input):  # noqa: A002
     return _ops.mul(_float_input(_t(input)), 180 / np.pi)
 
 
+@node_named('ModeBackward0', 'input', output=0)
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
     """(values, indices) of the most frequent value along ``dim`` (the smallest
     among equally frequent ones; the index of its last occurrence).
@@ -2327,7 +2332,7 @@ _NEW_FUNCTIONS.update({
     'trapz': trapz, 'cumulative_trapezoid': cumulative_trapezoid, 'cov': cov,
     'corrcoef': corrcoef, 'block_diag': block_diag, 'histc': histc, 'bucketize': bucketize,
     'gcd': gcd, 'lcm': lcm, 'dropout': dropout,
-    'sgn': _ew.sign, 'fix': _ew.trunc, 'absolute': _ops.abs_,
+    'sgn': node_named('SgnBackward0', 'a')(_ew.sign), 'fix': _ew.trunc, 'absolute': _ops.abs_,
     'bitwise_and': _ew.bitwise_and, 'bitwise_or': _ew.bitwise_or,
     'bitwise_xor': _ew.bitwise_xor, 'bitwise_not': _ew.bitwise_not,
     'row_stack': _sh.vstack,

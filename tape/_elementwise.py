@@ -538,6 +538,8 @@ def _where_compiled(c, xd, yd):
     return out
 
 
+@node_named(lambda x, y: ('WhereBackward0', 2) if (x is not None or y is not None) and not (
+    isinstance(x, Tensor) and isinstance(y, Tensor)) else None, 'input', 'other')
 def where(condition, input=None, other=None):  # noqa: A002
     """``input`` where ``condition`` is True, else ``other``; gradients go to the chosen side.
 
@@ -572,6 +574,8 @@ def where(condition, input=None, other=None):  # noqa: A002
     return record_where('where', c, x, y, out)
 
 
+@node_named(lambda a, v: 'MaskedFillBackward1' if isinstance(v, Tensor) else ('MaskedFillBackward0', 1),
+            'a', 'value')
 def masked_fill(a, mask, value):
     """``a`` with ``value`` where ``mask`` is True (mask broadcasts to ``a``)."""
     a = _t(a)

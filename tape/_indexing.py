@@ -329,6 +329,8 @@ def _scatter_write(a, dim, index, src, opname):
     return tgt, np.full(tgt.size, src, d.dtype), None, None
 
 
+@node_named(lambda a, src, reduce: None if reduce is not None else ('ScatterBackward0', 2)
+            if isinstance(src, Tensor) else ('ScatterBackward1', 1), 'a', 'src', 'reduce')
 def scatter(a, dim, index, src=None, value=None, reduce=None):
     """``a`` with ``src`` (or ``value``) written at ``index`` along ``dim`` (out of place)."""
     if src is None:

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ._composite_nodes import name_result
 from . import _ops
 from ._dtypes import promote_types
 from ._ops import _record_struct, _shape_str
@@ -112,9 +113,13 @@ def matmul(a, b):
         # a stack of matrices (or vectors) times one matrix: one mm
         m = int(math.prod(sa[:-1]))
         a2 = _ops.reshape(a, m, sa[-1])
-        if nb == 1:
-            return _ops.reshape(_ops.mm(a2, _ops.reshape(b, sb[0], 1)), sa[:-1])
-        return _ops.reshape(_ops.mm(a2, b), sa[:-1] + (sb[-1],))
+        # PyTorch's nodes: the product (MvBackward0 or MmBackward0) of the rows'
+        # view, then an UnsafeViewBackward0 of the batch shape
+        p = _ops.matmul(a2, b) if nb == 1 else _ops.mm(a2, b)
+        out = _ops.reshape(p, sa[:-1] + (() if nb == 1 else (sb[-1],)))
+        if out._tape is not None:
+            name_result(out, 'UnsafeViewBackward0', (p,))
+        return out
     plan = _batched_plan(sa, sb, batch)
     if type(a._data) is np.ndarray and type(b._data) is np.ndarray:
         if len(_MATMUL_PLANS) > 4096:

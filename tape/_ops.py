@@ -2230,7 +2230,11 @@ def matmul(a, b):
             name_result(r, 'DotBackward0', (a, b))
         return r
     if na == 1 and nb == 2:         # SqueezeBackward4, as PyTorch's unsqueeze-mm-squeeze
-        r = mm(reshape(a, 1, -1), b)
+        a1 = reshape(a, 1, -1)
+        if a1._tape is not None:
+            from ._composite_nodes import name_result
+            name_result(a1, 'UnsqueezeBackward0', (a,))
+        r = mm(a1, b)
         return _view_record(r, np.reshape(r._data, -1), 'squeeze_matmul')
     if na == 2 and nb == 1:         # MvBackward0 of a and b
         r = _mv(a, b)

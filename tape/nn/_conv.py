@@ -1483,6 +1483,8 @@ def _adaptive_matrix(n, out, dtype):
     return m
 
 
+@node_named(lambda i, size: None if all(s == 1 for s in (size if isinstance(size, (list, tuple))
+            else (size,))) else ('AdaptiveAvgPool2DBackward0', 1), 'input', 'output_size')
 def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     """Average pooling to a fixed ``output_size`` (an int, or a pair whose ``None``
     keeps that input size), with PyTorch's window bounds.
@@ -1510,6 +1512,9 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
                                f'for non-batch dimensions, but input has sizes '
                                f'{list(x.shape)} with dimension {dim} being empty')
     dt = np.asarray(x._data).dtype
+    if oh == 1 and ow == 1:         # PyTorch's mean (MeanBackward1)
+        out = x.mean((-2, -1), keepdim=True)
+        return out.squeeze(0) if unbatched else out
     # each output is a mean over a rectangle: rows averaged by one matrix, columns by
     # another; matmul gives every derivative
     out = _leaf(_adaptive_matrix(h, oh, dt)).matmul(x).matmul(
@@ -1517,6 +1522,8 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     return out.squeeze(0) if unbatched else out
 
 
+@node_named(lambda i, size: None if all(s == 1 for s in (size if isinstance(size, (list, tuple))
+            else (size,))) else ('AdaptiveAvgPool3DBackward0', 1), 'input', 'output_size')
 def adaptive_avg_pool3d(input, output_size):  # noqa: A002
     """Average pooling of (N, C, D, H, W) (or (C, D, H, W)) input to a fixed
     ``output_size`` (an int, or a triple whose ``None`` keeps that input size),

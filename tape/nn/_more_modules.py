@@ -9,7 +9,7 @@ PyTorch's constructor arguments, parameter names, initialisation and repr.
 >>> tape.nn.GroupNorm(2, 4)
 GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)
 >>> tape.nn.PReLU()(tape.tensor([-2.0, 3.0]))
-tensor([-0.5000,  3.0000], grad_fn=<WhereBackward0>)
+tensor([-0.5000,  3.0000], grad_fn=<PreluKernelBackward0>)
 """
 from collections import OrderedDict as _OrderedDict
 from collections.abc import Iterable as _Iterable

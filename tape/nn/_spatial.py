@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from .._composite_nodes import node_named
 from .. import _ops
 from .._tensor import Tensor, _leaf
 from . import _conv as _C
@@ -185,6 +186,25 @@ _INTERP_MODES = ('nearest', 'linear', 'bilinear', 'bicubic', 'trilinear', 'area'
                  'nearest-exact')
 
 
+_UPSAMPLE = {('nearest', 1): 'UpsampleNearest1DBackward0', ('nearest', 2): 'UpsampleNearest2DBackward0',
+             ('nearest', 3): 'UpsampleNearest3DBackward0',
+             ('nearest-exact', 1): 'UpsampleNearestExact1DBackward0',
+             ('nearest-exact', 2): 'UpsampleNearestExact2DBackward0',
+             ('nearest-exact', 3): 'UpsampleNearestExact3DBackward0',
+             ('linear', 1): 'UpsampleLinear1DBackward0', ('bilinear', 2): 'UpsampleBilinear2DBackward0',
+             ('bicubic', 2): 'UpsampleBicubic2DBackward0',
+             ('trilinear', 3): 'UpsampleTrilinear3DBackward0'}
+
+
+def _interpolate_node(input, mode, antialias):  # noqa: A002
+    """PyTorch's node for F.interpolate (its 'area' mode is adaptive_avg_pool's own)."""
+    nm = _UPSAMPLE.get((mode, np.ndim(getattr(input, '_data', input)) - 2))
+    if nm is not None and antialias:
+        nm = nm.replace('Backward0', 'AaBackward0')
+    return None if nm is None else (nm, 1)
+
+
+@node_named(_interpolate_node, 'input', 'mode', 'antialias')
 def interpolate(input, size=None, scale_factor=None, mode='nearest', align_corners=None,  # noqa: A002
                 recompute_scale_factor=None, antialias=False):
     """Resample (N, C, *spatial) input to ``size`` or by ``scale_factor`` with

@@ -994,6 +994,7 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
 __all__ += ['gumbel_softmax']
 
 
+@node_named('SoftshrinkBackward0', 'input')
 def softshrink(input, lambd=0.5):  # noqa: A002
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
     if lambd < 0:
@@ -1943,10 +1944,18 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     _not_for(a, 'iub', 'rms_norm')
     if eps is None:
         eps = float(np.finfo(_dt_of(a)).eps)
-    ms = _ops.mean(_ops.mul(a, a), dims, True)
-    out = _ops.div(a, _ops.sqrt(_ops.add(ms, float(eps))))
+    # PyTorch's steps (and nodes): x * rsqrt(mean(x ** 2) + eps), the add a
+    # tensor-and-scalar one (AddBackward1)
+    ms = _ops.mean(_ops.pow_(a, 2), dims, True)
+    se = _ops.add(ms, float(eps))
+    if se._tape is not None:
+        name_result(se, 'AddBackward1', (ms,))
+    out = _ops.mul(a, _ew.rsqrt(se))
+    if weight is not None:          # (broadcast as it is: PyTorch's MulBackward0 of it)
+        w = _t(weight, a)
+        out = _ops.mul(out, w if _shape_of(w) == tuple(ns) else _ops.reshape(w, ns))
     # (PyTorch's result keeps the input's dtype whatever the weight's)
-    return _as_input_dtype(_affine(out, weight, None, ns, a), a)
+    return _as_input_dtype(out, a)
 
 
 def _channel_shape(shape):
@@ -2110,6 +2119,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     return _as_input_dtype(_affine(out, weight, bias, cs, a), a)
 
 
+@node_named('NativeGroupNormBackward0', 'input', 'weight', 'bias')
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A002
     """Normalize each sample over groups of ``C / num_groups`` channels, then apply the
     per-channel affine."""
