@@ -440,7 +440,7 @@ def vjp_div_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
 
 @njit(cache=True, error_model='numpy')
 def vjp_rdiv_scalar(g, a, b, out, c, d, ga, gb, set_a, set_b):
-    """MulBackward0: ga += -grad * out / a"""
+    """DivBackward0: ga += -grad * out / a"""
     n = g.shape[0]
     if ga.shape[0]:
         if g.itemsize == 4 and a.itemsize == 4 and out.itemsize == 4 and ga.itemsize == 4:

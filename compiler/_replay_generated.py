@@ -948,7 +948,7 @@ def _fwd_div_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _fwd_rdiv_scalar(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """MulBackward0: out = c / a."""
+    """DivBackward0: out = c / a."""
     uout = uint64(out)
     c = RF[k, 7]
     uv0 = uint64(v)

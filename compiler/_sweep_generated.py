@@ -740,7 +740,7 @@ def _op_div_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _op_rdiv_scalar(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
-    """MulBackward0."""
+    """DivBackward0."""
     ugo = uint64(go)
     uv0 = uint64(v)
     uv1 = uint64(v + 1 * n)

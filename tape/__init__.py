@@ -916,13 +916,24 @@ def mean(a, dim=None, keepdim=False, dtype=None):
 
 
 # ------------------------------------------------------------ Tensor methods
+def _rtruediv(a, b):
+    """``b / a`` for a number ``b``: PyTorch's ``a.reciprocal() * b``
+    (``Tensor.__rdiv__``), so its values to the last bit (true division differs
+    in the last place for about a third of float32 elements) and its nodes,
+    MulBackward0 of ReciprocalBackward0.  ``tape.div(b, a)`` divides."""
+    if isinstance(b, (builtins.int, builtins.float, np.integer, np.floating)) and \
+            not isinstance(b, (builtins.bool, np.bool_)) and a._data.dtype.kind == 'f':
+        return _ops.mul(_ew.reciprocal(a), b)
+    return _ops.rdiv(a, b)
+
+
 def _bind():
     T = Tensor
     o = _ops
     T.__add__, T.__radd__ = o.add, o.radd
     T.__sub__, T.__rsub__ = o.sub, o.rsub
     T.__mul__, T.__rmul__ = o.mul, o.rmul
-    T.__truediv__, T.__rtruediv__ = o.div, o.rdiv
+    T.__truediv__, T.__rtruediv__ = o.div, _rtruediv
     T.__pow__, T.__rpow__ = o.pow_, o.rpow
     T.__matmul__ = o.matmul
     T.__rmatmul__ = lambda a, b: o.matmul(o._const(b, a), a)

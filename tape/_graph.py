@@ -20,6 +20,8 @@ _PYTHON = OP['python']
 # rules PyTorch shows with a second, constant input: x + 2 is AddBackward0((x), (None));
 # 2 - x is RsubBackward1((x)) alone
 _SCALAR_SECOND = {OP[n] for n in ('add_scalar', 'sub_scalar', 'mul_scalar', 'div_scalar')}
+# ... and div(2, x): DivBackward0((None), (x))
+_SCALAR_FIRST = {OP['rdiv_scalar']}
 _CAT_ROOTS = {OP['cat'], OP['stack']}
 _COUNT_SHIFT = 40           # a cat record's field 7: wb | count << 40 (tape/_rules.py)
 _classes = {}
@@ -196,6 +198,8 @@ def input_slots(tape, rec):
         slots = [g0, g1][:len(rule.inputs)]
         if op in _SCALAR_SECOND:
             slots.append(-1)
+        elif op in _SCALAR_FIRST:
+            slots.insert(0, -1)
         return slots
     if rule.kind in TWO_INPUT_KINDS:
         return [g0, g1]

@@ -201,7 +201,9 @@ RULES = [
     E('rsub_scalar', 'RsubBackward1', 'a', ('-grad',), consts='c', fwd='c - a'),
     E('mul_scalar', 'MulBackward0', 'a', ('grad * c',), consts='c', fwd='a * c', frees=True),
     E('div_scalar', 'DivBackward0', 'a', ('grad / c',), consts='c', fwd='a / c', frees=True),
-    E('rdiv_scalar', 'MulBackward0', 'a', ('-grad * out / a',), consts='c', fwd='c / a'),
+    # c / a as div(c, a) records it (PyTorch's DivBackward0 of a wrapped number and a;
+    # the operator c / a is reciprocal(a) * c there and here, tape/__init__.py)
+    E('rdiv_scalar', 'DivBackward0', 'a', ('-grad * out / a',), consts='c', fwd='c / a'),
     E('pow_scalar', 'PowBackward0', 'a', ('where_pos(eq(c, 0.0), 0.0, grad * pow_grad(a, c))',),
       consts='c',
       fwd='power(a, c)'),

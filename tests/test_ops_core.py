@@ -87,7 +87,8 @@ CASES = [
     C('mul_scalar', lambda m, a: a * 3, (2, 3)),
     C('rmul_scalar', lambda m, a: -0.5 * a, (2, 3)),
     C('div_scalar', lambda m, a: a / 4.0, (2, 3)),
-    C('rdiv_scalar', lambda m, a: 2.0 / a, (2, 3), domain='nonzero'),
+    C('rdiv_scalar', lambda m, a: m.div(2.0, a), (2, 3), domain='nonzero'),
+    C('rtruediv', lambda m, a: 2.0 / a, (2, 3), domain='nonzero'),     # reciprocal * 2
     C('pow_scalar_2', lambda m, a: a ** 2, (2, 3)),
     C('pow_scalar_3', lambda m, a: a ** 3, (2, 3)),
     C('pow_scalar_half', lambda m, a: a ** 0.5, (2, 3), domain='positive'),

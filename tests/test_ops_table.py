@@ -163,7 +163,8 @@ CASES = [
     C('rsub_scalar', lambda m, x: 2.5 - x, *UNARY),
     C('mul_scalar', lambda m, x: 3 * x, *UNARY),
     C('div_scalar', lambda m, x: x / 4.0, *UNARY),
-    C('rdiv_scalar', lambda m, x: 2.0 / x, *UNARY, domain='pos', gg=True),
+    C('rdiv_scalar', lambda m, x: m.div(2.0, x), *UNARY, domain='pos', gg=True),
+    C('rtruediv', lambda m, x: 2.0 / x, *UNARY, domain='pos', gg=True),     # reciprocal * 2
     C('pow_scalar', lambda m, x: x ** 2.5, *UNARY, domain='pos', gg=True),
     C('rpow_scalar', lambda m, x: 2.0 ** x, *UNARY, gg=True),
     C('remainder_scalar', lambda m, x: x % 1.5, *UNARY),
