@@ -429,8 +429,9 @@ NaN where the numbers include a NaN.
 >>> tape.tensor([4.0, 1.0, 3.0, 2.0]).median()
 tensor(2.)
 """
-nanmedian = node_named(lambda i, dim: ('NanmedianBackward0' if dim is None else 'NanmedianBackward1',
-                                       1), 'input', 'dim', output='values')(_median('nanmedian', True))
+nanmedian = node_named(
+    lambda i, dim: ('NanmedianBackward0' if dim is None else 'NanmedianBackward1', 1),
+    'input', 'dim', output='values')(_median('nanmedian', True))
 nanmedian.__doc__ = 'The lower median of the numbers that are not NaN (see ``median``).'
 
 

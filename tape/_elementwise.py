@@ -474,14 +474,14 @@ def _clamp_tensor(a, lo, hi):
     return where(keep, a, y)
 
 
-@node_named(lambda a, lo: 'ClampMinBackward1' if isinstance(lo, Tensor) else ('ClampMinBackward0', 1),
-            'a', 'min')
+@node_named(lambda a, lo: 'ClampMinBackward1' if isinstance(lo, Tensor)
+            else ('ClampMinBackward0', 1), 'a', 'min')
 def clamp_min(a, min):  # noqa: A002
     return clamp(a, min=min)
 
 
-@node_named(lambda a, hi: 'ClampMaxBackward1' if isinstance(hi, Tensor) else ('ClampMaxBackward0', 1),
-            'a', 'max')
+@node_named(lambda a, hi: 'ClampMaxBackward1' if isinstance(hi, Tensor)
+            else ('ClampMaxBackward0', 1), 'a', 'max')
 def clamp_max(a, max):  # noqa: A002
     return clamp(a, max=max)
 
@@ -574,8 +574,8 @@ def where(condition, input=None, other=None):  # noqa: A002
     return record_where('where', c, x, y, out)
 
 
-@node_named(lambda a, v: 'MaskedFillBackward1' if isinstance(v, Tensor) else ('MaskedFillBackward0', 1),
-            'a', 'value')
+@node_named(lambda a, v: 'MaskedFillBackward1' if isinstance(v, Tensor)
+            else ('MaskedFillBackward0', 1), 'a', 'value')
 def masked_fill(a, mask, value):
     """``a`` with ``value`` where ``mask`` is True (mask broadcasts to ``a``)."""
     a = _t(a)

@@ -779,7 +779,8 @@ _OP_MUL = OP['mul']
 _OP_SUM = OP['sum']
 
 
-@node_named(lambda a, p: None if isinstance(p, str) and p != 'fro' else ('LinalgVectorNormBackward0', 1),
+@node_named(lambda a, p: None if isinstance(p, str) and p != 'fro'
+            else ('LinalgVectorNormBackward0', 1),
             'a', 'p')
 def norm(a, p='fro', dim=None, keepdim=False, dtype=None):
     """``torch.norm``: 'fro' (or a number p) as a vector norm over ``dim`` (all by default)."""

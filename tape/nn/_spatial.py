@@ -186,12 +186,14 @@ _INTERP_MODES = ('nearest', 'linear', 'bilinear', 'bicubic', 'trilinear', 'area'
                  'nearest-exact')
 
 
-_UPSAMPLE = {('nearest', 1): 'UpsampleNearest1DBackward0', ('nearest', 2): 'UpsampleNearest2DBackward0',
+_UPSAMPLE = {('nearest', 1): 'UpsampleNearest1DBackward0',
+             ('nearest', 2): 'UpsampleNearest2DBackward0',
              ('nearest', 3): 'UpsampleNearest3DBackward0',
              ('nearest-exact', 1): 'UpsampleNearestExact1DBackward0',
              ('nearest-exact', 2): 'UpsampleNearestExact2DBackward0',
              ('nearest-exact', 3): 'UpsampleNearestExact3DBackward0',
-             ('linear', 1): 'UpsampleLinear1DBackward0', ('bilinear', 2): 'UpsampleBilinear2DBackward0',
+             ('linear', 1): 'UpsampleLinear1DBackward0',
+             ('bilinear', 2): 'UpsampleBilinear2DBackward0',
              ('bicubic', 2): 'UpsampleBicubic2DBackward0',
              ('trilinear', 3): 'UpsampleTrilinear3DBackward0'}
 

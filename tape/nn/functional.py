@@ -561,8 +561,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction, 'binary_cross_entropy_with_logits')
 
 
-@node_named(lambda b, i, w: 'AddmmBackward0' if b is not None and np.ndim(getattr(i, '_data', i)) == 2
-            else None, 'bias', 'input', 'weight', adjust=through_transpose(2))
+@node_named(lambda b, i, w: 'AddmmBackward0'
+            if b is not None and np.ndim(getattr(i, '_data', i)) == 2 else None,
+            'bias', 'input', 'weight', adjust=through_transpose(2))
 def linear(input, weight, bias=None):  # noqa: A002
     """``input @ weight.T + bias``."""
     if type(input) is Tensor and bias is not None:
@@ -861,7 +862,8 @@ def one_hot(tensor, num_classes=-1):
 
 # -- activations --------------------------------------------------------------
 
-@node_named(lambda input, inplace: None if inplace else ('HardswishBackward0', 1), 'input', 'inplace')
+@node_named(lambda input, inplace: None if inplace else ('HardswishBackward0', 1),
+            'input', 'inplace')
 def hardswish(input, inplace=False):  # noqa: A002
     """``x * relu6(x + 3) / 6``."""
     _not_for(_t(input), 'iub', 'hardswish_cpu')
@@ -871,7 +873,8 @@ def hardswish(input, inplace=False):  # noqa: A002
     return _maybe_inplace(_t(input), hardswish, inplace)
 
 
-@node_named(lambda input, inplace: None if inplace else ('HardsigmoidBackward0', 1), 'input', 'inplace')
+@node_named(lambda input, inplace: None if inplace else ('HardsigmoidBackward0', 1),
+            'input', 'inplace')
 def hardsigmoid(input, inplace=False):  # noqa: A002
     """``relu6(x + 3) / 6``."""
     _not_for(_t(input), 'iub', 'hardsigmoid_cpu')
@@ -881,7 +884,8 @@ def hardsigmoid(input, inplace=False):  # noqa: A002
     return _maybe_inplace(_t(input), hardsigmoid, inplace)
 
 
-@node_named(lambda input, inplace: None if inplace else ('MishBackward0', 1), 'input', 'inplace')
+@node_named(lambda input, inplace: None if inplace else ('MishBackward0', 1),
+            'input', 'inplace')
 def mish(input, inplace=False):  # noqa: A002
     """``x * tanh(softplus(x))``."""
     _not_for(_t(input), 'iub', 'mish_cpu')
@@ -895,7 +899,8 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-@node_named(lambda input, inplace: None if inplace else ('EluBackward0', 1), 'input', 'inplace')
+@node_named(lambda input, inplace: None if inplace else ('EluBackward0', 1),
+            'input', 'inplace')
 def selu(input, inplace=False):  # noqa: A002
     """``scale * elu(x, alpha)`` with SELU's fixed constants."""
     _not_for(_t(input), 'iub', 'elu_cpu')
@@ -905,7 +910,8 @@ def selu(input, inplace=False):  # noqa: A002
     return _maybe_inplace(_t(input), selu, inplace)
 
 
-@node_named(lambda input, inplace: None if inplace else ('CeluBackward0', 1), 'input', 'inplace')
+@node_named(lambda input, inplace: None if inplace else ('CeluBackward0', 1),
+            'input', 'inplace')
 def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)`` (PyTorch's form, also
     for a negative ``alpha``): ``relu(x) + alpha * expm1(min(x, 0) / alpha)``."""
@@ -936,7 +942,8 @@ def tanhshrink(input):  # noqa: A002
     return _ops.sub(a, _ops.tanh(a))
 
 
-@node_named(lambda input, inplace: None if inplace else ('ThresholdBackward0', 1), 'input', 'inplace')
+@node_named(lambda input, inplace: None if inplace else ('ThresholdBackward0', 1),
+            'input', 'inplace')
 def threshold(input, threshold, value, inplace=False):  # noqa: A002
     """``x`` where ``x > threshold``, else ``value``."""
     def threshold_(x):
