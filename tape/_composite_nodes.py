@@ -4,12 +4,12 @@ A composite op appends the records of its primitives, so its result's
 ``grad_fn`` would be its last primitive's (``MeanBackward0`` for ``mse_loss``).
 PyTorch shows one node, ``MseLossBackward0``, whose ``next_functions`` are the
 op's tensor arguments.  ``node_named`` wraps such an op: after the call it
-writes in ``Tape.names``, under the result's record, an entry
-``[name, inner, slots, shapes, adjust, outs, dtypes]``: PyTorch's node name,
-the gradient slots (-1 for none), shapes and dtypes of the op's arguments in
-PyTorch's order, ``inner``, the records between them and the result, which the first
-look at the node finds (None until then: the call itself pays ~0.5 us, not a
-walk), and for a node of several outputs their (record, slot) pairs.
+writes in ``Tape.names``, under the result's record, a ``NodeEntry``: PyTorch's
+node name, the gradient slots (-1 for none), shapes and dtypes of the op's
+arguments in PyTorch's order, and the records between them and the result,
+which the first look at the node finds (the call itself pays ~0.5 us, not a
+walk).  A node of several outputs (``split``) keeps its entry under the first
+output's record and an ``OutputOf`` under each other output's.
 tape/_graph.py reads it: the node's name and ``next_functions`` are those, and
 calling the node runs the VJPs of the inner records, as for a cat tree.
 
@@ -23,8 +23,55 @@ replay's tape.
 import functools
 import operator
 
-from ._tape import STALE, resolve
+from ._tape import STALE, resolve, shift_slot
 from ._tensor import Tensor
+
+
+class NodeEntry:
+    """A composite op's node: ``Tape.names[record of its result]``."""
+    __slots__ = ('name', 'inner', 'slots', 'shapes', 'dtypes', 'adjust', 'outs')
+
+    def __init__(self, name, slots, shapes, dtypes, adjust=None):
+        self.name = name
+        self.inner = None       # the op's records below the result's (found on first look)
+        self.slots = slots      # gradient slot of each next_functions entry (-1: None)
+        self.shapes = shapes    # ... and the argument's shape and dtype
+        self.dtypes = dtypes
+        self.adjust = adjust    # (tape, records, slots, shapes) -> what to show, or None
+        self.outs = None        # (record, slot) of each output of a node of several
+
+    def copy(self):
+        """An entry for another tape with these records at these places (a jit replay)."""
+        e = NodeEntry(self.name, list(self.slots), self.shapes, self.dtypes, self.adjust)
+        e.inner, e.outs = self.inner, self.outs
+        return e
+
+    def shifted(self, rs, shift, remap):
+        """The entry after a merge moved its records by ``rs`` and its slots by
+        ``shift`` (then ``remap`` for a leaf both tapes held; tape/_tape.py merge)."""
+        e = NodeEntry(self.name, [remap.get(s, s) for s in (shift_slot(s, shift)
+                                                             for s in self.slots)],
+                      self.shapes, self.dtypes, self.adjust)
+        e.inner = None if self.inner is None else tuple(j + rs for j in self.inner)
+        e.outs = None if self.outs is None else tuple((r + rs, shift_slot(s, shift))
+                                                      for r, s in self.outs)
+        return e
+
+
+class OutputOf:
+    """Another output of a node of several: the record holding its entry, and
+    which output this record's result is."""
+    __slots__ = ('rec', 'index')
+
+    def __init__(self, rec, index):
+        self.rec = rec
+        self.index = index
+
+    def copy(self):
+        return OutputOf(self.rec, self.index)
+
+    def shifted(self, rs, shift, remap):
+        return OutputOf(self.rec + rs, self.index)
 
 
 def node_named(name, *params, output=None, adjust=None):
@@ -111,7 +158,7 @@ def name_result(out, name, vals, adjust=None):
     names = T.names
     if names is None:
         names = T.names = {}
-    names[out._rec] = [name, None, slots, shapes, adjust, None, dtypes]
+    names[out._rec] = NodeEntry(name, slots, shapes, dtypes, adjust)
     if T.nodes is not None:
         T.nodes.pop(out._rec, None)     # (a node asked for during the call: made again)
 
@@ -120,7 +167,7 @@ def name_outputs(outs, name, vals):
     """Show one node ``name`` of arguments ``vals`` for all of ``outs``, an op's
     outputs in order (SplitBackward0, StdMeanBackward0): the first's record
     holds the entry, with ``(record, slot)`` of each output; the others' hold
-    ``['=', first record, output index]``."""
+    an ``OutputOf``."""
     first = outs[0] if outs else None
     if type(first) is not Tensor or first._tape is None:
         return
@@ -142,11 +189,11 @@ def name_outputs(outs, name, vals):
         return
     name_result(first, name, vals)
     e = T.names.get(first._rec) if T.names is not None else None
-    if e is None or e[0] != name:
+    if type(e) is not NodeEntry or e.name != name:
         return
-    e[5] = tuple(recs)
+    e.outs = tuple(recs)
     for i, (r, _s) in enumerate(recs[1:], 1):
-        T.names[r] = ['=', recs[0][0], i]
+        T.names[r] = OutputOf(recs[0][0], i)
         if T.nodes is not None:
             T.nodes.pop(r, None)
 
@@ -155,8 +202,8 @@ def primary(tape, rec):
     """(record of the node, output index) for record ``rec``: the first output's
     record for another output of a node of several (``name_outputs``)."""
     e = tape.names.get(rec)
-    if e is not None and e[0] == '=':
-        return e[1], e[2]
+    if type(e) is OutputOf:
+        return e.rec, e.index
     return rec, 0
 
 
@@ -167,20 +214,21 @@ def entry(tape, rec):
     own records, so that calling the node runs them too."""
     names = tape.names
     e = names.get(rec) if names is not None else None
-    if e is not None and e[0] == '=':
+    if type(e) is not NodeEntry:
         return None
-    if e is not None and e[1] is None:
-        outs = e[5]
-        e[1] = inner = _records_between(tape, [r for r, _s in outs] if outs else [rec], e[2])
+    if e.inner is None:
+        outs = e.outs
+        inner = _records_between(tape, [r for r, _s in outs] if outs else [rec], e.slots)
         if outs:
-            e[1] = inner = tuple(sorted(set(inner) | {r for r, _s in outs[1:]}))
-        if e[4] is not None:
-            got = e[4](tape, inner, e[2], e[3])
+            inner = tuple(sorted(set(inner) | {r for r, _s in outs[1:]}))
+        e.inner = inner
+        if e.adjust is not None:
+            got = e.adjust(tape, inner, e.slots, e.shapes)
             if got is None:
                 del names[rec]      # (the op took another path: its primitives' node)
                 return None
-            e[2], e[3] = got
-            e[4] = None
+            e.slots, e.shapes = got
+            e.adjust = None
     return e
 
 

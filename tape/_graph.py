@@ -138,7 +138,7 @@ def _node_name(tape, rec):
     if tape.names is not None:
         e = names_entry(tape, rec)      # a composite op's (tape/_composite_nodes.py)
         if e is not None:
-            return e[0]
+            return e.name
     op, out, n, g0, g1, v, ax, x = tape.record(rec)
     if op == _PYTHON:
         return tape.py[ax].cls._backward_name
@@ -220,7 +220,7 @@ def joined_slots(tape, rec):
     if tape.names is not None:
         e = names_entry(tape, rec)
         if e is not None:
-            return list(e[2]), list(e[1])
+            return list(e.slots), list(e.inner)
     op, out, n, g0, g1, v, ax, x = tape.record(rec)
     if op == _PYTHON:
         # PyTorch lists a custom Function's tensor arguments only; the library's
@@ -351,7 +351,7 @@ def _apply_node(nd, grads):
         from ._sweep import SECOND_BACKWARD
         raise RuntimeError(SECOND_BACKWARD)
     named = names_entry(tape, nd._rec) if tape.names is not None else None
-    outs = named[5] if named is not None and named[5] else ((nd._rec, out),)
+    outs = named.outs if named is not None and named.outs else ((nd._rec, out),)
     acc = {}
     for (_k, s), g in zip(outs, grads):
         if g is not None:
@@ -369,6 +369,6 @@ def _apply_node(nd, grads):
         if gi is not None and s in leaf_of:
             gi = _ops.reshape(gi, leaf_of[s]._data.shape)
         elif gi is not None and named is not None:
-            gi = _ops.reshape(gi, named[3][i])  # (a composite op knows its inputs' shapes)
+            gi = _ops.reshape(gi, named.shapes[i])  # (its arguments' shapes)
         result.append(gi)
     return tuple(result) if len(result) != 1 else result[0]

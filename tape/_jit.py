@@ -316,7 +316,7 @@ class _Plan:
         tape.apos = len(self.A)
         tape.gpos = self.gpos
         if self.names:
-            tape.names = {k: list(e) for k, e in self.names.items()}
+            tape.names = {k: e.copy() for k, e in self.names.items()}
         # records whose result needs no gradient are never reached: say so, or
         # the release after a sweep would take the slow partial path
         tape.xslots = -self.unreached
@@ -940,8 +940,8 @@ def _trace_once(fn, args, kwargs, gen, rng_state):
     plan.A = A
     plan.n = tape.n
     plan.gpos = tape.gpos
-    # composite ops' nodes (tape/_composite_nodes.py), each entry a list a look fills in
-    plan.names = {k: list(e) for k, e in tape.names.items()} if tape.names else None
+    # composite ops' nodes (tape/_composite_nodes.py): copies, as a look fills them in
+    plan.names = {k: e.copy() for k, e in tape.names.items()} if tape.names else None
     plan.fills = []
     plan.deliver = []
     where_of = {}

@@ -439,14 +439,14 @@ def _composite(tape, k):
         return None
     from ._composite_nodes import entry
     e = entry(tape, k)
-    return e if e is not None and e[5] is None else None
+    return e if e is not None and e.outs is None else None
 
 
 def _composite_inputs(e):
     """The _Input of each next_functions entry of a composite op's node: its
     arguments' slots, which its records read directly."""
     ins = []
-    for s, shape, dt in zip(e[2], e[3], e[6]):
+    for s, shape, dt in zip(e.slots, e.shapes, e.dtypes):
         if s < 0:
             ins.append(None)
             continue
@@ -467,7 +467,7 @@ def _composite_vjp(tape, k, e, R, V, A, g, ins):
     out = [None] * len(ins)
     if g is None:
         return out
-    R1 = np.ascontiguousarray(R[sorted(set(e[1]) | {k})])
+    R1 = np.ascontiguousarray(R[sorted(set(e.inner) | {k})])
     size = max(tape.gpos, 1)
     G = np.zeros(size, V.dtype)
     reach = np.zeros(size, np.uint8)

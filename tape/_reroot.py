@@ -131,10 +131,11 @@ def _move_name(e, new, k, where, leaf_of):
     """A composite op's node (tape/_composite_nodes.py) of a moved record, its
     argument slots as they are on ``new`` (none if an argument did not move, or
     for a node of several outputs)."""
-    if e[0] == '=' or e[5] is not None:
+    from ._composite_nodes import NodeEntry
+    if type(e) is not NodeEntry or e.outs is not None:
         return
     slots = []
-    for s in e[2]:
+    for s in e.slots:
         if s >= 0:
             s = new.leafmap.get(id(leaf_of[s])) if s in leaf_of else where.get(s)
             if s is None:
@@ -142,7 +143,8 @@ def _move_name(e, new, k, where, leaf_of):
         slots.append(s)
     if new.names is None:
         new.names = {}
-    new.names[k] = [e[0], None, slots, e[3], e[4] if e[1] is None else None, None, e[6]]
+    new.names[k] = NodeEntry(e.name, slots, e.shapes, e.dtypes,
+                             e.adjust if e.inner is None else None)
 
 
 # stale tape -> [its successor (held: a tensor of the stale tape may need the

@@ -161,9 +161,7 @@ class Tape:
         self.hooks = None       # {record: {slot: SlotHooks}}, see tape/_hooks.py
         self.nodes = None       # grad_fn nodes handed out, by record (weak)
         self.meta = None        # {record: its grad_fn's metadata dict}
-        # {record: [PyTorch's node name, its records, input slots, their shapes,
-        # adjust, outputs, their dtypes]} of composite ops' results
-        # (tape/_composite_nodes.py)
+        # {record: NodeEntry or OutputOf}: composite ops' nodes (tape/_composite_nodes.py)
         self.names = None
         self.hooked = None      # True once a saved-tensor hook packed a value (_saved_hooks.py)
 
@@ -580,16 +578,7 @@ def merge(dst, src):
         src.meta = None
     if src.names:
         dst.names = dst.names or {}
-        for k, e in src.names.items():
-            if e[0] == '=':         # another output of a node of several
-                dst.names[k + rs] = ['=', e[1] + rs, e[2]]
-                continue
-            nm, inner, slots, shapes, adjust, outs, dtypes = e
-            dst.names[k + rs] = [
-                nm, None if inner is None else tuple(j + rs for j in inner),
-                [remap.get(s, s) for s in (shift_slot(s, shift) for s in slots)], shapes,
-                adjust, None if outs is None else tuple((r + rs, shift_slot(s, shift))
-                                                         for r, s in outs), dtypes]
+        dst.names.update({k + rs: e.shifted(rs, shift, remap) for k, e in src.names.items()})
         src.names = None
     src.nodes = None
     src.alias = dst
