@@ -104,13 +104,18 @@ def node_named(name, *params, output=None, adjust=None):
         @functools.wraps(fn)
         def op(*args, **kwargs):
             out = fn(*args, **kwargs)
-            res = out if output is None or output == 'all' else \
-                (out[0] if isinstance(out, tuple) else out) if output == 'values' else out[output]
             if output == 'all':
                 if out and type(out[0]) is Tensor and out[0]._tape is not None:
                     vals = [args[i] if i < len(args) else kwargs.get(p, d) for i, p, d in where]
                     name_outputs(tuple(out), name, vals)
-            elif type(res) is Tensor and res._tape is not None:
+                return out
+            if output is None:
+                res = out
+            elif output == 'values':
+                res = out[0] if isinstance(out, tuple) else out
+            else:
+                res = out[output]
+            if type(res) is Tensor and res._tape is not None:
                 if pick is not None and len(args) > last and not kwargs:
                     vals = (pick(args),) if single else pick(args)     # (the common call)
                 else:

@@ -223,14 +223,8 @@ def joined_slots(tape, rec):
             return list(e.slots), list(e.inner)
     op, out, n, g0, g1, v, ax, x = tape.record(rec)
     if op == _PYTHON:
-        # PyTorch lists a custom Function's tensor arguments only; the library's
-        # own Functions stand for native ops, whose nodes list a fixed number
-        # (``_node_inputs``: NativeLayerNormBackward0's input, weight and bias)
         prec = tape.py[ax]
-        shown = getattr(prec.cls, '_node_inputs', None)
-        if shown is not None:
-            return list(prec.in_slots[:shown]), []
-        return [s for s, dt in zip(prec.in_slots, prec.in_dtypes) if dt is not None], []
+        return [prec.in_slots[i] for i in prec.shown_inputs()], []
     if op not in _CAT_ROOTS:
         return input_slots(tape, rec), []
     count = x >> _COUNT_SHIFT

@@ -464,9 +464,8 @@ def _composite_vjp(tape, k, e, R, V, A, g, ins):
     (k and those between it and its arguments) run by themselves from ``g``.
     The sweep then finds its inner records unreached and passes them by."""
     from ._sweep import _python_record, kernel
-    out = [None] * len(ins)
     if g is None:
-        return out
+        return [None] * len(ins)
     R1 = np.ascontiguousarray(R[sorted(set(e.inner) | {k})])
     size = max(tape.gpos, 1)
     G = np.zeros(size, V.dtype)
@@ -495,20 +494,11 @@ def _post(fns, gins, gouts, ins):
     return cur
 
 
-def _shown(p):
-    """Positions of a custom Function's arguments that its node lists (tape/_graph.py
-    joined_slots): its hooks' ``grad_inputs`` have one entry per ``next_functions``."""
-    n = getattr(p.cls, '_node_inputs', None)
-    if n is not None:
-        return range(min(n, len(p.in_slots)))
-    return [i for i, dt in enumerate(p.in_dtypes) if dt is not None]
-
-
 def _python_inputs(p):
+    """The _Input of each ``next_functions`` entry of a custom Function's node."""
     ins = []
-    shown = _shown(p)
-    for s, shape, dt in (p_i for i, p_i in enumerate(zip(p.in_slots, p.in_shapes, p.in_dtypes))
-                         if i in shown):
+    for i in p.shown_inputs():
+        s, shape, dt = p.in_slots[i], p.in_shapes[i], p.in_dtypes[i]
         if s < 0:
             ins.append(None)
             continue
@@ -545,7 +535,7 @@ def _python_vjp(p, outs, eff_out):
             grads.append(_as_tensor(g, shape, dt))
     with no_grad():
         res = p._call_backward(grads)
-    res = [res[i] for i in _shown(p)]
+    res = [res[i] for i in p.shown_inputs()]
     return ins, [None if r is None or e is None else np.ravel(r._data)
                  for r, e in zip(res, ins)]
 
@@ -605,6 +595,7 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
     given = tuple(_ops.reshape(acc[s], shape) if s >= 0 and acc.get(s) is not None else None
                   for s, size, shape, dt, ex in outs)
     gouts = _call_hooks(node.pre, given, [o[4] for o in outs])
+    named = _composite(tape, k)
     if op == _PYTHON:
         p = tape.py[row[6]]
         ins = _python_inputs(p)
@@ -616,12 +607,12 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
                      for g, o in zip(gouts, outs)]
             with enable_grad():
                 res = p._call_backward(grads)
-            res = [res[i] for i in _shown(p)]
+            res = [res[i] for i in p.shown_inputs()]
             gins = tuple(None if e is None else r for e, r in zip(ins, res))
-    elif _composite(tape, k) is not None:
+    elif named is not None:
         # a composite op's records, differentiably, as calling its node does
         from ._graph import node as graph_node
-        ins = _composite_inputs(_composite(tape, k))
+        ins = _composite_inputs(named)
         gins = (None,) * len(ins)
         if gouts[0] is not None:
             got = graph_node(tape, k)(gouts[0])

@@ -175,6 +175,17 @@ class _FunctionRecord:
         self.in_slots = [shift_slot(s, shift) for s in self.in_slots]
         self.out_slots = [shift_slot(s, shift) for s in self.out_slots]
 
+    def shown_inputs(self):
+        """Positions of the arguments the node lists in ``next_functions`` (and its
+        hooks' ``grad_inputs``): PyTorch lists a custom Function's tensor
+        arguments only; the library's own Functions stand for native ops, whose
+        nodes list a fixed number (``_node_inputs``: NativeLayerNormBackward0's
+        input, weight and bias, None where absent)."""
+        n = getattr(self.cls, '_node_inputs', None)
+        if n is not None:
+            return range(min(n, len(self.in_slots)))
+        return [i for i, dt in enumerate(self.in_dtypes) if dt is not None]
+
     def _call_backward(self, grads):
         cls = self.cls
         if cls._both_backward_and_vjp:
