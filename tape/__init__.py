@@ -1033,10 +1033,6 @@ def _bind():
             raise RuntimeError('fill_ only supports 0-dimension value tensor but got tensor '
                                f'with {value._data.ndim} dimensions (fill_ on a tensor of '
                                f'shape {tuple(a._data.shape)}).')
-        if isinstance(value, Tensor) and value._rg and _mode.enabled:
-            # a value that requires grad gets the sum of the gradients: a recorded write
-            a[...] = value
-            return a
         return o.inplace(a, 'fill', value)
     T.fill_ = fill_
     T.backward = _backward_method

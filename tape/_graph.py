@@ -28,6 +28,11 @@ _classes = {}
 _UNPACK_RAW = struct.Struct('8q').unpack_from
 
 
+# PyTorch's nodes written in C++ by hand (not generated from derivatives.yaml)
+# give their namespace in name(), though their type is named plainly
+_CPP_NAMES = {n: 'torch::autograd::' + n for n in ('CopySlices', 'CopyBackwards')}
+
+
 class Node:
     """The backward of one record, as ``tensor.grad_fn`` shows it."""
     __slots__ = ('_tape', '_rec', '_hint', '__weakref__')
@@ -54,10 +59,11 @@ class Node:
         return d
 
     def name(self):
-        return type(self).__name__
+        n = type(self).__name__
+        return _CPP_NAMES.get(n, n)
 
     def __repr__(self):
-        return f'<{self.name()} object at {id(self):#x}>'
+        return f'<{type(self).__name__} object at {id(self):#x}>'
 
     def _fields(self):
         return self._tape.record(self._rec)
@@ -108,7 +114,7 @@ class AccumulateGrad:
         self.variable = variable
 
     def name(self):
-        return 'AccumulateGrad'
+        return 'torch::autograd::AccumulateGrad'      # (PyTorch's C++ node, namespaced)
 
     def __repr__(self):
         return f'<AccumulateGrad object at {id(self):#x}>'

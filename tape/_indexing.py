@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ._composite_nodes import node_named
+from ._composite_nodes import name_result, node_named
 from . import _ops, _views
 from .autograd import function as _function
 from .autograd.function import Function
@@ -407,6 +407,16 @@ def _broadcasts_to(shape, target):
     return all(s == 1 or s == t for s, t in zip(shape[::-1], target[::-1]))
 
 
+def _basic_index(k):
+    """Is NumPy key ``k`` made of ints, slices, None and ``...`` only (PyTorch's
+    view indexing), with no array, list or bool?"""
+    for part in (k if type(k) is tuple else (k,)):
+        if part is not None and part is not Ellipsis and type(part) is not slice and \
+                (type(part) is bool or not isinstance(part, (int, np.integer))):
+            return False
+    return True
+
+
 def setitem(a, key, value):
     """``a[key] = value``: in place; on a recorded ``a`` (or a value that requires
     grad) the write is recorded, so gradients flow to the kept part of the old
@@ -455,6 +465,11 @@ def setitem(a, key, value):
         after = np.array(d, copy=True)
         after[k] = vd
         recorded = record_where('setitem', mask.reshape(d.shape), s, before, after)
+        if recorded._tape is not None:
+            # PyTorch's node: CopySlices for a basic key (a write into a view),
+            # IndexPutBackward0 for an advanced one; of (a as it was, value)
+            name_result(recorded, 'CopySlices' if _basic_index(k) else 'IndexPutBackward0',
+                        (before, value))
     base_before = _views.snapshot_base(a, recorded is not None)
     d[k] = vd
     _bump_version(a)

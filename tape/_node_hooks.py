@@ -442,11 +442,11 @@ def _composite(tape, k):
     return e if e is not None and e.outs is None else None
 
 
-def _composite_inputs(e):
-    """The _Input of each next_functions entry of a composite op's node: its
-    arguments' slots, which its records read directly."""
+def _direct_inputs(rows):
+    """An _Input per (slot, shape, dtype) row (None for a slot < 0): inputs the
+    node's records read at their own slots, with no broadcast in between."""
     ins = []
-    for s, shape, dt in zip(e.slots, e.shapes, e.dtypes):
+    for s, shape, dt in rows:
         if s < 0:
             ins.append(None)
             continue
@@ -457,6 +457,12 @@ def _composite_inputs(e):
         x.shape, x.dtype, x.exact = tuple(shape), np.dtype(dt), True
         ins.append(x)
     return ins
+
+
+def _composite_inputs(e):
+    """The _Input of each next_functions entry of a composite op's node: its
+    arguments' slots, which its records read directly."""
+    return _direct_inputs(zip(e.slots, e.shapes, e.dtypes))
 
 
 def _composite_vjp(tape, k, e, R, V, A, g, ins):
@@ -496,19 +502,8 @@ def _post(fns, gins, gouts, ins):
 
 def _python_inputs(p):
     """The _Input of each ``next_functions`` entry of a custom Function's node."""
-    ins = []
-    for i in p.shown_inputs():
-        s, shape, dt = p.in_slots[i], p.in_shapes[i], p.in_dtypes[i]
-        if s < 0:
-            ins.append(None)
-            continue
-        e = _Input()
-        e.direct = e.slot = s
-        e.dsize = e.size = int(math.prod(shape))
-        e.chain = []
-        e.shape, e.dtype, e.exact = tuple(shape), np.dtype(dt), True
-        ins.append(e)
-    return ins
+    return _direct_inputs((p.in_slots[i], p.in_shapes[i], p.in_dtypes[i])
+                          for i in p.shown_inputs())
 
 
 def _outputs(node, tape, row):

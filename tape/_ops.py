@@ -2272,6 +2272,7 @@ _INPLACE = {
     'add': (add, np.add), 'sub': (sub, np.subtract), 'mul': (mul, np.multiply),
     'div': (div, np.true_divide),
 }
+_INPLACE_NODES = {'add': 'AddBackward0', 'sub': 'SubBackward0'}    # (of a tensor times alpha)
 
 
 def inplace(a, name, other=None, alpha=None):
@@ -2338,22 +2339,37 @@ def inplace(a, name, other=None, alpha=None):
         # the in-place op enters the graph: record it out of place on a snapshot
         # of a, then rebind a to the new record's slot
         before = _leaf_view_of(a)
+        # PyTorch's node for the write, over (a as it was, the other argument)
+        node = None
         if name in _INPLACE:
             o = other
             if isinstance(o, Tensor) and (o is a or np.may_share_memory(o._data, d)):
                 o = before if o is a else _leaf_view_of(o)   # x.mul_(x): the old values
-            if alpha is not None:
-                o = mul(o, alpha) if isinstance(o, Tensor) else o * alpha
+            if alpha is not None and alpha != 1:
+                if isinstance(o, Tensor):
+                    # (alpha is an attribute of PyTorch's node, not an input)
+                    node = (_INPLACE_NODES[name], (before, o))
+                    o = mul(o, alpha)
+                else:
+                    o = o * alpha
             recorded = _INPLACE[name][0](before, o)
-        elif name in ('zero', 'fill'):
+        elif name == 'zero' or name == 'fill' and not (isinstance(other, Tensor) and other._rg):
             recorded = mul(before, 0.0)
             if name == 'fill':
                 recorded = add(recorded, od)
+            node = ('ZeroBackward0' if name == 'zero' else 'FillBackward2', (before,))
         else:
+            # copy_, or fill_ with a 0-d tensor that requires grad
             src = other if isinstance(other, Tensor) else _const(other)
+            if src._data.dtype != d.dtype:
+                src = to(src, d.dtype)
             if src._data.shape != d.shape:
                 src = expand(src, d.shape)
             recorded = add(mul(before, 0.0), src)
+            node = ('CopyBackwards' if name == 'copy' else 'FillBackward3', (before, other))
+        if node is not None and recorded._tape is not None:
+            from ._composite_nodes import name_result
+            name_result(recorded, *node)
     base_before = _views.snapshot_base(a, recorded is not None)
     d[...] = value
     _bump_version(a)

@@ -674,7 +674,7 @@ class Tensor:
             if d.dtype not in (_default_dtype[0], _INT64, _BOOL):
                 suffixes.append(f'dtype={DTYPE_NAMES.get(d.dtype, d.dtype)}')
         if self._tape is not None:
-            suffixes.append(f'grad_fn=<{self.grad_fn.name()}>')
+            suffixes.append(f'grad_fn=<{type(self.grad_fn).__name__}>')
         elif self._rg:
             suffixes.append('requires_grad=True')
         text = _add_suffixes('tensor(' + _fmt_data(d), suffixes, 7)

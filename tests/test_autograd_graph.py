@@ -17,7 +17,7 @@ def test_node_isinstance():
     y = (x * 2).exp()
     assert isinstance(y.grad_fn, graph.Node)
     acc = y.grad_fn.next_functions[0][0].next_functions[0][0]
-    assert acc.name() == 'AccumulateGrad' and isinstance(acc, graph.Node)
+    assert acc.name() == 'torch::autograd::AccumulateGrad' and isinstance(acc, graph.Node)
     assert not isinstance(3, graph.Node) and not isinstance(x, graph.Node)
 
     class Twice(tape.autograd.Function):
@@ -43,7 +43,8 @@ def test_gradient_edge_grad_matches_tensor_inputs():
     for a, b in zip(by_edge, by_tensor):
         np.testing.assert_allclose(a.numpy(), b.numpy())
     leaf_edge = graph.get_gradient_edge(x)
-    assert leaf_edge.node.name() == 'AccumulateGrad' and leaf_edge.node.variable is x
+    assert leaf_edge.node.name() == 'torch::autograd::AccumulateGrad'
+    assert leaf_edge.node.variable is x
 
 
 def test_gradient_edge_errors():

@@ -124,7 +124,7 @@ def test_grad_fn_names_and_next_functions():
             assert len(nf) == k
             for x, (node, idx) in zip(xs, nf):
                 if x is a:
-                    assert node.name() == 'AccumulateGrad' and node.variable is a
+                    assert node.name() == 'torch::autograd::AccumulateGrad' and node.variable is a
                 elif x is b:
                     assert node is None
                 else:

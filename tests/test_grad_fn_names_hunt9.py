@@ -150,9 +150,9 @@ def test_linalg_node_names(name):
     r = both(LINALG[name], SPD)
     nt, np_ = r['torch'][1].grad_fn, r['tape'][1].grad_fn
     assert np_.name() == nt.name()
-    assert repr(np_).startswith(f'<{nt.name()} object at ')
+    assert repr(np_).startswith(f'<{type(nt).__name__} object at ')
     # the node is still a custom Function's (its ctx's attributes read through)
-    assert np_.next_functions[0][0].name() == 'AccumulateGrad'
+    assert np_.next_functions[0][0].name() == 'torch::autograd::AccumulateGrad'
     for lib in ('torch', 'tape'):
         r[lib][1].sum().backward()
     np.testing.assert_allclose(r['tape'][0].grad.numpy(), r['torch'][0].grad.numpy(),

@@ -302,7 +302,7 @@ def test_accumulate_grad_hooks():
     x = t64([1.0, 2.0])
     z = x * x
     acc = z.grad_fn.next_functions[0][0]
-    assert acc.name() == 'AccumulateGrad' and acc.variable is x
+    assert acc.name() == 'torch::autograd::AccumulateGrad' and acc.variable is x
     log = []
     x.register_hook(lambda g: log.append(('tensor1', arr(g))))
     acc.register_prehook(lambda go: log.append(('pre', arr(go[0]))) or (go[0] * 10,))

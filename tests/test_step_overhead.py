@@ -11,6 +11,8 @@ from tape._sweep import _joined, pack
 
 F = tape.nn.functional
 
+ACC = 'torch::autograd::AccumulateGrad'     # (PyTorch's C++ node's name())
+
 
 def _mlp(lib, dtype):
     lib.manual_seed(0)
@@ -41,7 +43,7 @@ def test_linear_records_what_the_composite_records(x_grad, dtype):
     # PyTorch's one node: AddmmBackward0 of (bias, input, weight.t())
     assert fast.grad_fn.name() == 'AddmmBackward0'
     assert [n.name() if n else None for n, _ in fast.grad_fn.next_functions] == \
-        ['AccumulateGrad', 'AccumulateGrad' if x_grad else None, 'TBackward0']
+        [ACC, ACC if x_grad else None, 'TBackward0']
     assert w._extra is None             # no view bookkeeping for the transposed weight
     assert fast.grad_fn.next_functions[2][0].next_functions[0][0].variable is w
     assert fast._data.dtype == dtype

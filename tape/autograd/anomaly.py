@@ -143,7 +143,7 @@ def watching(roots):
     _mode.watching = True
     try:
         for fn in _nodes(roots):
-            if fn.name() != 'AccumulateGrad':
+            if type(fn).__name__ != 'AccumulateGrad':
                 handles.append(fn.register_hook(_nan_check(fn.name())))
         yield
     finally:
