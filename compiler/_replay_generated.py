@@ -14,7 +14,7 @@ from numba import njit, uint64
 from compiler._sweep_generated import _broadcast_index  # noqa: F401
 from compiler.kernels import ceil, cosh, digamma, eq, erf, erfinv, exp2, floor, fmod, gt, maximum, minimum, ndtri, polygamma, power, remainder, rint, round_decimals, sigmoid, sign, sinh, trunc, vexp, where_pos  # noqa: F401
 
-PYTHON_OP = 113
+PYTHON_OP = 112
 BIG_FLAG = 1048576     # records over large tensors are not replayed (tape/_big.py)
 
 
@@ -254,67 +254,64 @@ def replay(R, F, V, Vt, A, start, stop):
         elif op == 107:  # alias
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 108:  # unsqueeze_take
+        elif op == 108:  # reshape_alias
+            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 109:  # unsafe_view
+            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 110:  # contiguous
+            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
+                return k
+        elif op == 111:  # diagonal
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 109:  # reshape_alias
-            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
-                return k
-        elif op == 110:  # unsafe_view
-            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
-                return k
-        elif op == 111:  # contiguous
-            if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
-                return k
-        elif op == 112:  # diagonal
-            if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
-                return k
-        elif op == 114:  # cat
+        elif op == 113:  # cat
             if _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 115:  # stack
+        elif op == 114:  # stack
             if _f_cat(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 116:  # max_all
+        elif op == 115:  # max_all
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 117:  # min_all
+        elif op == 116:  # min_all
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 118:  # max_even
+        elif op == 117:  # max_even
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 119:  # min_even
+        elif op == 118:  # min_even
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 120:  # amax_even
+        elif op == 119:  # amax_even
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 121:  # amax_even_dim
+        elif op == 120:  # amax_even_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 122:  # amin_even
+        elif op == 121:  # amin_even
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 123:  # amin_even_dim
+        elif op == 122:  # amin_even_dim
             if _f_reduce(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 124:  # median_even
+        elif op == 123:  # median_even
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 125:  # nanmedian_even
+        elif op == 124:  # nanmedian_even
             if _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 126:  # unbind
+        elif op == 125:  # unbind
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 127:  # split_with_sizes
+        elif op == 126:  # split_with_sizes
             if _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 128:  # squeeze_all
+        elif op == 127:  # squeeze_all
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
-        elif op == 129:  # squeeze_dims
+        elif op == 128:  # squeeze_dims
             if _f_identity(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x) >= 0:
                 return k
         else:
@@ -575,7 +572,7 @@ def _f_sum_all(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _f_take(RF, F, V, Vt, A, k, out, n, in0, in1, v, ax, x):
-    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal, max_all, min_all, unbind, split_with_sizes."""
+    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, diagonal, max_all, min_all, unbind, split_with_sizes."""
     if in0 < 0:
         return k
     for i in range(n):

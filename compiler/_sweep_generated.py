@@ -13,7 +13,7 @@ from numba import njit, uint64
 from compiler.kernels import cosh, digamma, eq, erf, floor, ge, ge_half, inv0, polygamma, pow_grad, sigmoid, sign, sinh, step, trunc, vexp, where_pos, xlogy_safe, zero  # noqa: F401
 from compiler.f64_kernels import TRIG_MAX64, cos64, sin64  # noqa: F401
 
-PYTHON_OP = 113
+PYTHON_OP = 112
 BIG_FLAG = 1048576     # records over large tensors run in Python (tape/_big.py)
 
 # Above this many multiply-adds, a matrix product goes back to Python, where
@@ -247,47 +247,45 @@ def sweep(R, G, V, A, reach, start, stop):
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         elif op == 107:  # alias
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 108:  # unsqueeze_take
+        elif op == 108:  # reshape_alias
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 109:  # unsafe_view
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 110:  # contiguous
+            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
+        elif op == 111:  # diagonal
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 109:  # reshape_alias
-            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 110:  # unsafe_view
-            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 111:  # contiguous
-            _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 112:  # diagonal
-            _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 114:  # cat
+        elif op == 113:  # cat
             _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 115:  # stack
+        elif op == 114:  # stack
             _k_cat(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 116:  # max_all
+        elif op == 115:  # max_all
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 117:  # min_all
+        elif op == 116:  # min_all
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 118:  # max_even
+        elif op == 117:  # max_even
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 119:  # min_even
+        elif op == 118:  # min_even
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 120:  # amax_even
+        elif op == 119:  # amax_even
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 121:  # amax_even_dim
+        elif op == 120:  # amax_even_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 122:  # amin_even
+        elif op == 121:  # amin_even
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 123:  # amin_even_dim
+        elif op == 122:  # amin_even_dim
             _k_reduce(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 124:  # median_even
+        elif op == 123:  # median_even
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 125:  # nanmedian_even
+        elif op == 124:  # nanmedian_even
             _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 126:  # unbind
+        elif op == 125:  # unbind
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 127:  # split_with_sizes
+        elif op == 126:  # split_with_sizes
             _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 128:  # squeeze_all
+        elif op == 127:  # squeeze_all
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
-        elif op == 129:  # squeeze_dims
+        elif op == 128:  # squeeze_dims
             _k_identity(RF, G, V, A, k, go, n, g0, g1, v, ax, x)
         else:
             return k      # Python runs it (COLD, or a new dispatcher)
@@ -476,7 +474,7 @@ def _k_sum_all(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
 
 @njit(cache=True, error_model='numpy')
 def _k_take(RF, G, V, A, k, go, n, g0, g1, v, ax, x):
-    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, unsqueeze_take, diagonal, max_all, min_all, unbind, split_with_sizes."""
+    """kind 'take': index, slice, select, t, transpose, permute, gather, index_select, flip, repeat, split, max_dim, min_dim, prod, prod_dim, diagonal, max_all, min_all, unbind, split_with_sizes."""
     for i in range(n):
         G[g0 + A[ax + i]] += G[go + i]
     return -1
@@ -1446,4 +1444,4 @@ COLD = {
 }
 
 # the opcodes ``sweep`` dispatches itself (dispatcher_source may take any of them)
-HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 63, 68, 69, 70, 71, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127, 128, 129})
+HOT_OPS = frozenset({0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 29, 30, 63, 68, 69, 70, 71, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 103, 104, 105, 106, 107, 108, 109, 110, 111, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127, 128})

@@ -2103,6 +2103,7 @@ def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
     return _MinMax(_red.amin(a, dim, keepdim), _red.amax(a, dim, keepdim))
 
 
+@node_named('VdotBackward0', 'input', 'other')
 def vdot(input, other):  # noqa: A002
     """The dot product of two 1-D tensors (real dtypes: ``dot``)."""
     return _la.dot(input, other)
@@ -2127,6 +2128,7 @@ def _multi_dot(tensors):
     return out
 
 
+@node_named('RenormBackward0', 'input')
 def renorm(input, p, dim, maxnorm):  # noqa: A002
     """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to it
     (by ``maxnorm / (norm + 1e-7)``, as PyTorch); the gradient goes through the norm."""

@@ -341,8 +341,10 @@ def _apply_node(nd, grads):
     R, V, A = pack(tape)
     RF = R.view(np.float64)
     op, out, n, g0, g1, v, ax, x = tape.record(nd._rec)
-    if op == _PYTHON:
-        # a custom Function's node returns its backward's result as is, as PyTorch does
+    named = names_entry(tape, nd._rec) if tape.names is not None else None
+    if op == _PYTHON and named is None:
+        # a custom Function's node returns its backward's result as is, as PyTorch
+        # does (one the library names after PyTorch's op is called as that op's)
         from ._grad_mode import enable_grad
         rec = tape.py[ax]
         with enable_grad():
@@ -350,7 +352,6 @@ def _apply_node(nd, grads):
     if tape.is_dead(nd._rec):
         from ._sweep import SECOND_BACKWARD
         raise RuntimeError(SECOND_BACKWARD)
-    named = names_entry(tape, nd._rec) if tape.names is not None else None
     outs = named.outs if named is not None and named.outs else ((nd._rec, out),)
     acc = {}
     for (_k, s), g in zip(outs, grads):

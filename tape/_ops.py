@@ -1831,6 +1831,23 @@ def getitem(a, key):
     d = a._data
     if type(d) is np.ndarray:
         pk = _plan_key(key)
+        if a._rg and type(key) is tuple and (not _OFF[0] or grad_mode.enabled):
+            # a key of several steps records one view per step, as PyTorch's
+            # x[1:, :2] is SliceBackward0 of SliceBackward0
+            if pk is not None:
+                steps = _STEPS.get((pk, d.shape), _UNPLANNED)
+                if steps is _UNPLANNED:
+                    if len(_STEPS) >= _PLAN_MAX:
+                        _STEPS.clear()
+                    steps = _STEPS[(pk, d.shape)] = _index_steps(key, d.shape)
+            else:           # (a 0-d index tensor, NumPy integers as slice bounds)
+                k = _unwrap_key(key)
+                steps = _index_steps(k, d.shape) if type(k) is tuple and _basic_key(k) \
+                    else None
+            if steps is not None:
+                for step in steps:
+                    a = getitem(a, step)
+                return a
         if pk is not None:
             plan = _PLANS.get((pk, d.shape))
             if plan is not None:
@@ -1839,6 +1856,44 @@ def getitem(a, key):
             _make_plan(a, d, key, pk)
             return res
     return _getitem(a, key)
+
+
+_STEPS = {}      # (plan key, shape) -> the keys of its steps, or None for one step
+
+
+def _index_steps(key, shape):
+    """The one-step keys whose chain ``x[k1][k2]...`` is basic tuple key ``key`` on
+    a tensor of ``shape``, in PyTorch's order (a select per integer, a slice per
+    slice that does not keep its whole dimension, an unsqueeze per None), or
+    None for a key of one step or less, or one that does not fit ``shape``
+    (the one-step path then gives the error)."""
+    consumed = sum(1 for p in key if p is not None and p is not Ellipsis)
+    if consumed > len(shape) or sum(1 for p in key if p is Ellipsis) > 1:
+        return None
+    steps = []
+    dim = 0         # the dimension of the chain's current tensor the next part indexes
+    src = 0         # ... and of the original tensor
+    for p in key:
+        if p is None:
+            steps.append((slice(None),) * dim + (None,))
+            dim += 1
+        elif p is Ellipsis:
+            dim += len(shape) - consumed
+            src += len(shape) - consumed
+        elif type(p) is slice:
+            if p.step is not None and p.step <= 0:
+                return None
+            size = shape[src]
+            if p.indices(size) != (0, size, 1):
+                steps.append((slice(None),) * dim + (p,))
+            dim += 1
+            src += 1
+        else:
+            if not -shape[src] <= p < shape[src]:
+                return None
+            steps.append((slice(None),) * dim + (p,))
+            src += 1
+    return steps if len(steps) > 1 else None
 
 
 def _getitem_planned(a, d, plan):
@@ -1943,7 +1998,9 @@ def _getitem_name(k, d):
                     name, picked = 'slice', True
                 dim += 1
             else:
-                name = 'unsqueeze_take' if picked else 'unsqueeze'
+                # (a None after a pick is a step of its own, recorded by getitem's
+                # chain; a take by index map would serve one written in one key)
+                name = 'index' if picked else 'unsqueeze'
     return name
 
 

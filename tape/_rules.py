@@ -374,7 +374,6 @@ RULES = [
     S('squeeze_matmul', 'SqueezeBackward4', 'identity'),   # 1-D @ 2-D: likewise
     S('t_vector', 'TBackward0', 'identity'),       # t() of a 0-d or 1-D tensor
     S('alias', 'AliasBackward0', 'identity'),      # a[...], a[:, :]: indexing that picks all
-    S('unsqueeze_take', 'UnsqueezeBackward0', 'take'),   # a[1:, None]: a None last
     S('reshape_alias', 'ReshapeAliasBackward0', 'identity'),   # reshape of a strided view
     S('unsafe_view', 'UnsafeViewBackward0', 'identity'),       # reshape that copies
     S('contiguous', 'CloneBackward0', 'identity'),  # contiguous() of a strided view: a copy

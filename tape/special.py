@@ -7,6 +7,7 @@ tensor([1.7918])
 import math as _math
 
 import tape as _tape
+from ._composite_nodes import node_named
 
 erf = _tape.erf
 erfc = _tape.erfc
@@ -114,6 +115,7 @@ def xlog1py(input, other):  # noqa: A002
 _LOG_NDTR_SERIES = (-945.0, 105.0, -15.0, 3.0, -1.0)
 
 
+@node_named('SpecialLogNdtrBackward0', 'input')
 def log_ndtr(input):  # noqa: A002
     """``log(ndtr(x))``: ``log1p(-ndtr(-x))`` for x > 0, through erfc down to
     x = -20 (in float64 for float32 input), and by the asymptotic series ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - ...)`` below (where

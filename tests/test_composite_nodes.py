@@ -98,6 +98,24 @@ CASES = {
     'unfold': lambda T, F, P, I: P(6).unfold(0, 2, 2),
     'inv': lambda T, F, P, I: T.linalg.inv(P(3, 3) + 3 * T.eye(3, dtype=T.float64)),
     'masked_scatter': lambda T, F, P, I: P(3).masked_scatter(I(True, False, True), P(3)),
+    'vdot': lambda T, F, P, I: T.vdot(P(3), P(3)),
+    'renorm': lambda T, F, P, I: T.renorm(P(3, 4), 2, 0, 1.0),
+    'hardshrink': lambda T, F, P, I: F.hardshrink(P(3) - 1.0, 0.3),
+    'log_ndtr': lambda T, F, P, I: T.special.log_ndtr(P(3)),
+    'rrelu_eval': lambda T, F, P, I: F.rrelu(P(3) - 1.0),
+    'pixel_shuffle': lambda T, F, P, I: F.pixel_shuffle(P(1, 4, 2, 3), 2),
+    'pixel_unshuffle': lambda T, F, P, I: F.pixel_unshuffle(P(1, 1, 4, 6), 2),
+    'unfold_batched': lambda T, F, P, I: F.unfold(P(1, 2, 4, 4), 2),
+    'unfold_unbatched': lambda T, F, P, I: F.unfold(P(2, 4, 4), 2),
+    'fold_batched': lambda T, F, P, I: F.fold(P(1, 4, 4), (3, 3), 2),
+    'adaptive_max_pool2d': lambda T, F, P, I: F.adaptive_max_pool2d(P(1, 2, 5, 5), 2),
+    'adaptive_max_pool1d': lambda T, F, P, I: F.adaptive_max_pool1d(P(1, 2, 5), 2),
+    'adaptive_max_pool1d_unbatched': lambda T, F, P, I: F.adaptive_max_pool1d(P(2, 5), 3),
+    'adaptive_max_pool2d_unbatched': lambda T, F, P, I: F.adaptive_max_pool2d(P(2, 5, 4), 2),
+    'fold_unbatched': lambda T, F, P, I: F.fold(P(4, 4), (3, 3), 2),
+    'embedding_bag_mean': lambda T, F, P, I: F.embedding_bag(I(0, 2, 1), P(5, 3), I(0, 2)),
+    'embedding_bag_weighted': lambda T, F, P, I: F.embedding_bag(
+        I(0, 2, 1), P(5, 3), I(0, 2), mode='sum', per_sample_weights=P(3)),
     'put': lambda T, F, P, I: P(3).put(I(0), P(1)),
     'index_put': lambda T, F, P, I: P(3).index_put((I(0),), P(1)),
     'scatter_add': lambda T, F, P, I: P(3).scatter_add(0, I(0, 1), P(2)),
@@ -198,7 +216,8 @@ def test_the_tutorial_network_chain():
 
 @pytest.mark.parametrize('case', ['mse_loss_none', 'addmm', 'hypot', 'lerp_tensor', 'linear',
                                   'var', 'dot', 'mv', 'index_add', 'clamp_min_tensor', 'tril',
-                                  'masked_scatter'])
+                                  'masked_scatter', 'adaptive_max_pool2d', 'pixel_shuffle',
+                                  'embedding_bag_weighted', 'unfold_batched', 'renorm'])
 def test_calling_the_node_gives_the_arguments_gradients(case):
     out = _run('tape', case)
     nd = out.grad_fn

@@ -159,3 +159,71 @@ def test_fill_with_a_tensor_needs_a_0d_value():
     y = tape.zeros(3)
     with pytest.raises(RuntimeError, match='0-dimension'):
         y.fill_(tape.ones(2, requires_grad=True))
+
+
+# ------------------------------------------------ a basic key of several steps
+KEYS = {
+    'slice_slice': (slice(1, None), slice(None, 2)),
+    'int_slice': (1, slice(None, 2)),
+    'none_none': (None, None),
+    'ellipsis_int_none': (Ellipsis, 1, None),
+    'whole_none_int': (slice(None), None, 1),
+    'int_int': (1, 2),
+    'none_int_step': (None, 1, slice(0, 3, 2)),
+    'step_ellipsis_slice': (slice(None, None, 2), Ellipsis, slice(1, None)),
+    'one_step': (slice(None), 1),
+}
+
+
+def _index(T, key):
+    x = T.tensor(np.arange(24.0).reshape(2, 3, 4) / 7, dtype=T.float64, requires_grad=True)
+    y = x[key]
+    g = T.tensor(np.arange(1.0, 1.0 + y.numel()).reshape(tuple(y.shape)), dtype=T.float64)
+    gx, = T.autograd.grad(y, x, g)
+    return y, gx
+
+
+@pytest.mark.parametrize('name', sorted(KEYS))
+def test_a_key_of_several_steps_is_a_chain_of_views(name):
+    """PyTorch indexes step by step: x[1:, :2] is SliceBackward0 of SliceBackward0."""
+    torch = pytest.importorskip('torch')
+    want, want_g = _index(torch, KEYS[name])
+    got, got_g = _index(tape, KEYS[name])
+    assert _desc(got.grad_fn, 3) == _desc(want.grad_fn, 3)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(got_g.numpy(), want_g.numpy())
+
+
+def test_in_place_through_a_chained_view_writes_the_base():
+    x = tape.tensor(np.arange(24.0).reshape(2, 3, 4), dtype=tape.float64, requires_grad=True)
+    b = x * 1
+    v = b[1:, :2]
+    assert v.grad_fn.name() == 'SliceBackward0'
+    assert v.grad_fn.next_functions[0][0].name() == 'SliceBackward0'
+    v.mul_(3)
+    assert v._base is b
+    want = np.arange(24.0).reshape(2, 3, 4)
+    want[1:, :2] *= 3
+    np.testing.assert_array_equal(b.detach().numpy(), want)
+    b.sum().backward()
+    gw = np.ones((2, 3, 4))
+    gw[1:, :2] = 3
+    np.testing.assert_array_equal(x.grad.numpy(), gw)
+
+
+def test_out_of_range_keys_still_raise_index_error():
+    x = tape.ones(2, 3, requires_grad=True)
+    with pytest.raises(IndexError):
+        x[1, 5]
+    with pytest.raises(IndexError):
+        x[None, 0, 0, 0]
+
+
+def test_steps_of_a_key_with_an_index_tensor_or_numpy_integers():
+    x = tape.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    for key in [(tape.tensor(1), slice(1, None)), (np.int64(1), slice(np.int64(1), None))]:
+        y = x[key]
+        assert _desc(y.grad_fn, 2) == \
+            'SliceBackward0(SelectBackward0(torch::autograd::AccumulateGrad))'
+        assert y.tolist() == [5.0, 6.0, 7.0]

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .._composite_nodes import node_named
+from .._composite_nodes import name_result, node_named
 from .. import _ops
 from .._tensor import Tensor, _leaf
 from . import _conv as _C
@@ -379,6 +379,7 @@ def _factor_check(name, factor, what):
         raise RuntimeError(f'{name} expects a positive {what}, but got {factor}')
 
 
+@node_named('PixelShuffleBackward0', 'input')
 def pixel_shuffle(input, upscale_factor):  # noqa: A002
     """(*, C r^2, H, W) -> (*, C, H r, W r).
 
@@ -405,6 +406,7 @@ def pixel_shuffle(input, upscale_factor):  # noqa: A002
     return x.reshape(lead + (oc, h * r, w * r))
 
 
+@node_named('PixelUnshuffleBackward0', 'input')
 def pixel_unshuffle(input, downscale_factor):  # noqa: A002
     """(*, C, H r, W r) -> (*, C r^2, H, W), the inverse of ``pixel_shuffle``.
 
@@ -524,6 +526,7 @@ def _fold_args(kernel_size, dilation, padding, stride, opname):
     return k, d, p, s
 
 
+@node_named('Im2ColBackward0', 'input')
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
     """im2col: (N, C, H, W) (or (C, H, W)) -> (N, C kh kw, L), every sliding
     block's pixels as one column, channel-major then kernel row, kernel column.
@@ -560,6 +563,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
     return out.squeeze(0) if unbatched else out
 
 
+@node_named('Col2ImBackward0', 'input')
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
     """col2im, the adjoint of ``unfold``: (N, C kh kw, L) (or (C kh kw, L)) ->
     (N, C, *output_size), overlapping blocks summed.
@@ -671,6 +675,12 @@ def _adaptive_max(input, output_size, spatial, return_indices):
         size = tuple(output_size)
     else:
         size = (output_size,) * spatial
+    if spatial == 1:
+        # PyTorch's: the 2-d pool of x.unsqueeze(-2), squeezed (its graph shows both)
+        res = _adaptive_max(input.unsqueeze(-2), (1, size[0]), 2, return_indices)
+        if return_indices:
+            return res[0].squeeze(-2), res[1].squeeze(-2)
+        return res.squeeze(-2)
     unbatched = input.dim() == spatial + 1
     x = input.unsqueeze(0) if unbatched else input
     dims = tuple(int(v) for v in x.shape[2:])
@@ -715,6 +725,9 @@ def _adaptive_max(input, output_size, spatial, return_indices):
     idx_t = _leaf(idx)
     if unbatched:
         out, idx_t = out.squeeze(0), idx_t.squeeze(0)
+    if out._tape is not None:
+        # (PyTorch's kernel takes the unbatched input as it is: one node of it)
+        name_result(out, f'AdaptiveMaxPool{spatial}DBackward0', (input,))
     return (out, idx_t) if return_indices else out
 
 
@@ -1049,6 +1062,7 @@ class LocalResponseNorm(Module):
 _MODES = {'sum': 0, 'mean': 1, 'max': 2}
 
 
+@node_named('EmbeddingBagBackward0', 'weight', 'per_sample_weights')
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
                   scale_grad_by_freq=False, mode='mean', sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
@@ -1253,6 +1267,7 @@ class EmbeddingBag(Module):
 
 
 # -- rrelu ---------------------------------------------------------------------------------
+@node_named('RreluWithNoiseBackward0', 'input')
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  # noqa: A002
     """Randomized leaky ReLU: in training each negative element is scaled by its own
     slope drawn from U(lower, upper) (tape's global generator); in eval by the

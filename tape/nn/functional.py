@@ -1011,6 +1011,7 @@ def softshrink(input, lambd=0.5):  # noqa: A002
     return _ops.sub(a, _ew.clamp(a, -float(lambd), float(lambd)))
 
 
+@node_named('HardshrinkBackward0', 'input')
 def hardshrink(input, lambd=0.5):  # noqa: A002
     """``x`` where ``|x| > lambd``, else 0."""
     a = _t(input)
