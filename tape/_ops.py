@@ -2405,7 +2405,8 @@ def inplace(a, name, other=None, alpha=None):
             if alpha is not None and alpha != 1:
                 if isinstance(o, Tensor):
                     # (alpha is an attribute of PyTorch's node, not an input)
-                    node = (_INPLACE_NODES[name], (before, o))
+                    if name in _INPLACE_NODES:
+                        node = (_INPLACE_NODES[name], (before, o))
                     o = mul(o, alpha)
                 else:
                     o = o * alpha

@@ -227,3 +227,10 @@ def test_steps_of_a_key_with_an_index_tensor_or_numpy_integers():
         assert _desc(y.grad_fn, 2) == \
             'SliceBackward0(SelectBackward0(torch::autograd::AccumulateGrad))'
         assert y.tolist() == [5.0, 6.0, 7.0]
+
+
+def test_mul_with_alpha_on_a_recorded_tensor_does_not_crash():
+    # (PyTorch's mul_ takes no alpha; tape's scales the other operand)
+    x = tape.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * 2).mul_(x, alpha=2)
+    assert y.grad_fn.name() == 'MulBackward0' and y.tolist() == [4.0, 16.0]
