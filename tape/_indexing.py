@@ -407,16 +407,6 @@ def _broadcasts_to(shape, target):
     return all(s == 1 or s == t for s, t in zip(shape[::-1], target[::-1]))
 
 
-def _basic_index(k):
-    """Is NumPy key ``k`` made of ints, slices, None and ``...`` only (PyTorch's
-    view indexing), with no array, list or bool?"""
-    for part in (k if type(k) is tuple else (k,)):
-        if part is not None and part is not Ellipsis and type(part) is not slice and \
-                (type(part) is bool or not isinstance(part, (int, np.integer))):
-            return False
-    return True
-
-
 def setitem(a, key, value):
     """``a[key] = value``: in place; on a recorded ``a`` (or a value that requires
     grad) the write is recorded, so gradients flow to the kept part of the old
@@ -458,7 +448,8 @@ def setitem(a, key, value):
         v = value if isinstance(value, Tensor) else _leaf(np.asarray(vd, d.dtype))
         if np.shape(v._data) != np.shape(pos):
             v = _ops.expand(v, np.shape(pos))
-        if _ops._basic_key(k):       # a large put keeps the key (tape/_big.py's BasicKey)
+        basic = _ops._basic_key(k)
+        if basic:       # a large put keeps the key (tape/_big.py's BasicKey)
             s = _ops.reshape(_ops.put_block(v, k, d.shape, flat), d.shape)
         else:
             s = _ops.reshape(_ops.put_flat(v, flat, d.size), d.shape)
@@ -468,7 +459,7 @@ def setitem(a, key, value):
         if recorded._tape is not None:
             # PyTorch's node: CopySlices for a basic key (a write into a view),
             # IndexPutBackward0 for an advanced one; of (a as it was, value)
-            name_result(recorded, 'CopySlices' if _basic_index(k) else 'IndexPutBackward0',
+            name_result(recorded, 'CopySlices' if basic else 'IndexPutBackward0',
                         (before, value))
     base_before = _views.snapshot_base(a, recorded is not None)
     d[k] = vd

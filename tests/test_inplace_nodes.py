@@ -97,10 +97,17 @@ def _set_index_tensor_into_constant(T, x, w):
     return y
 
 
+def _set_index_0d_tensor(T, x, w):
+    y = x * 2
+    y[T.tensor(1)] = w[0]
+    return y
+
+
 CASES = {f.__name__[1:]: f for f in (
     _zero, _fill, _fill_tensor, _fill_tensor_into_constant, _copy, _copy_into_constant,
     _copy_broadcast, _copy_float32, _add_alpha, _sub_alpha, _add_alpha_one, _set_slice_number,
-    _set_slice_tensor, _set_int, _set_mask, _set_index_list, _set_index_tensor_into_constant)}
+    _set_slice_tensor, _set_int, _set_mask, _set_index_list, _set_index_tensor_into_constant,
+    _set_index_0d_tensor)}
 
 
 def _run(T, case):
