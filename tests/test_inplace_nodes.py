@@ -133,20 +133,39 @@ def test_node_and_gradients_as_pytorchs(case):
             np.testing.assert_allclose(g.numpy(), h.numpy(), rtol=1e-12)
 
 
+def _down(fn, g, acc):
+    """Call ``fn`` on ``g`` and its next nodes on what it returns, down to the
+    leaves: ``acc[id(leaf)]`` sums what reaches each one."""
+    if fn is None or g is None:
+        return
+    if type(fn).__name__ == 'AccumulateGrad':
+        acc[id(fn.variable)] = acc.get(id(fn.variable), 0) + g.detach().numpy()
+        return
+    outs = fn(g)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    assert len(outs) == len(fn.next_functions)
+    for (nxt, _), gi in zip(fn.next_functions, outs):
+        _down(nxt, gi, acc)
+
+
 @pytest.mark.parametrize('case', ['zero', 'fill_tensor', 'copy', 'add_alpha', 'set_slice_tensor',
-                                  'set_mask', 'set_index_list'])
-def test_calling_the_node_gives_its_inputs_gradients(case):
-    y, _gx, _gw, seed = _run(tape, case)
-    nd = y.grad_fn
-    got = nd(seed)
-    got = got if isinstance(got, tuple) else (got,)
-    assert len(got) == len(nd.next_functions)
-    for (fn, _), g in zip(nd.next_functions, got):
-        if fn is None:
-            assert g is None
-            continue
-        # the input's own gradient: its node's output, found through its leaf
-        assert g is not None and g.shape in ((3,), (2,), ())
+                                  'set_mask', 'set_index_list', 'copy_broadcast'])
+def test_calling_the_nodes_down_to_the_leaves_gives_the_gradients(case):
+    """The in-place op's node, called, returns its inputs' gradients: passed down
+    through the nodes below it they add up to autograd.grad's."""
+    x = tape.tensor([1.0, 2.0, 0.5], dtype=tape.float64, requires_grad=True)
+    w = tape.tensor([0.3, -0.7, 1.1], dtype=tape.float64, requires_grad=True)
+    y = CASES[case](tape, x, w)
+    seed = tape.tensor(np.arange(1.0, 1.0 + y.numel()).reshape(tuple(y.shape)),
+                       dtype=tape.float64)
+    acc = {}
+    _down(y.grad_fn, seed, acc)
+    want = tape.autograd.grad(y, (x, w), seed, allow_unused=True)
+    for leaf, g in zip((x, w), want):
+        if g is None:
+            assert id(leaf) not in acc
+        else:
+            np.testing.assert_allclose(acc[id(leaf)], g.numpy(), rtol=1e-12)
 
 
 def test_cpp_nodes_keep_plain_type_names():
