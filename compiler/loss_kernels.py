@@ -1,7 +1,8 @@
-"""Numba kernels behind ``F.cross_entropy`` with class-index targets
-(``tape/nn/_cross_entropy.py``): the target check, the two halves of the
-forward and the backward, each one call where NumPy took a dozen (each
-microseconds on the small batches a training step feeds a loss).
+"""Numba kernels behind ``F.cross_entropy`` and ``F.nll_loss`` with
+class-index targets (``tape/nn/_cross_entropy.py``): the target check, the two
+halves of cross_entropy's forward and its backward, nll_loss's forward and
+backward, each one call where NumPy took a dozen (each microseconds on the
+small batches a training step feeds a loss).
 
 The logits are viewed as (n, c, d): samples, classes, positions (d = 1 for a
 (N, C) input); sample i = a * d + b of the flat targets is the column
@@ -181,3 +182,56 @@ def ce_backward(e, rows, t, ignore_index, g, gx):
             ti = t[a * d + b]
             if ti != ignore_index:
                 gx[a, ti, b] = e[a, ti, b] * r[b] - coef[b]
+
+
+@njit(cache=True, error_model='numpy')
+def nll_reduce(x, t, w, ignore_index, reduction, scale, loss):
+    """nll_loss of log-probabilities x (n, c, d): sample i's loss is
+    -x[a, t[i], b] * w[t[i]] (w of size 0: weights of 1; 0 where ignored,
+    whatever x holds); scale[i] its weight (over the weights' total for
+    reduction 2, 'mean'; 0 where ignored) and, for reduction 0 ('none'),
+    loss[i].  Returns the losses' sum (1) or mean (2), else their sum.  As
+    ce_reduce: every sample ignored gives 0 / 0 = NaN with scales of 0."""
+    n, c, d = x.shape
+    total = 0.0
+    acc = 0.0
+    counted = 0
+    for a in range(n):
+        for b in range(d):
+            i = a * d + b
+            ti = t[i]
+            if ti == ignore_index:
+                scale[i] = 0.0
+                if reduction == 0:
+                    loss[i] = 0.0
+                continue
+            wi = 1.0 if w.shape[0] == 0 else np.float64(w[ti])
+            li = -np.float64(x[a, ti, b]) * wi
+            scale[i] = wi
+            total += wi
+            acc += li
+            counted += 1
+            if reduction == 0:
+                loss[i] = li
+    if reduction != 2:
+        return acc
+    if counted > 0:
+        for i in range(n * d):
+            if t[i] != ignore_index:
+                scale[i] = scale[i] / total
+    return acc / total
+
+
+@njit(cache=True, error_model='numpy')
+def nll_backward(t, ignore_index, scale, g, gx):
+    """The input's gradient gx (n, c, d), zeros on entry, from the output's g
+    (one value, or one per sample for 'none'): -g * scale[i] at each counted
+    sample's target, nothing elsewhere (an ignored sample's gradient is 0)."""
+    n, c, d = gx.shape
+    one = g.shape[0] == 1
+    for a in range(n):
+        for b in range(d):
+            i = a * d + b
+            ti = t[i]
+            if ti != ignore_index:
+                gx[a, ti, b] = -(np.float64(g[0] if one else g[i]) * scale[i])

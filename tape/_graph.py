@@ -343,12 +343,20 @@ def _apply_node(nd, grads):
     op, out, n, g0, g1, v, ax, x = tape.record(nd._rec)
     named = names_entry(tape, nd._rec) if tape.names is not None else None
     if op == _PYTHON and named is None:
-        # a custom Function's node returns its backward's result as is, as PyTorch
-        # does (one the library names after PyTorch's op is called as that op's)
+        # a custom Function's node returns its backward's result as is (one the
+        # library names after PyTorch's op is called as that op's, below)
         from ._grad_mode import enable_grad
         rec = tape.py[ax]
         with enable_grad():
-            return rec.cls.backward(rec.ctx, *grads)
+            res = rec.cls.backward(rec.ctx, *grads)
+        if not rec.cls.__module__.startswith('tape.'):
+            return res
+        # the library's own Function (softmax, cross_entropy, nll_loss...):
+        # PyTorch's node gives a gradient per next_functions entry, and one
+        # gradient alone rather than a tuple of one
+        res = res if isinstance(res, tuple) else (res,)
+        shown = [res[i] for i in rec.shown_inputs()]
+        return shown[0] if len(shown) == 1 else tuple(shown)
     if tape.is_dead(nd._rec):
         from ._sweep import SECOND_BACKWARD
         raise RuntimeError(SECOND_BACKWARD)

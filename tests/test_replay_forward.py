@@ -30,7 +30,7 @@ KNOWN_REASONS = (
 # rows recorded eagerly as one fused custom Function (tape/nn/_cross_entropy.py,
 # tape/nn/_softmax.py); while tape.jit traces they record their composite form
 # instead
-FUSED_ROWS = ('cross_entropy', 'softmax', 'log_softmax')
+FUSED_ROWS = ('cross_entropy', 'nll_loss', 'softmax', 'log_softmax')
 # rows recorded eagerly as one node running Python (a p-norm for p not 0, 1, 2
 # or inf: PyTorch's norm_backward); while tape.jit traces finite nonzero values
 # they record their composite form instead (test_jit_replays_a_p3_norm)

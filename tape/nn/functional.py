@@ -229,13 +229,45 @@ def _class_shapes(inp, target, opname):
     return si[cdim], cdim
 
 
-@node_named(lambda i: {0: 'NllLossBackward0', 1: 'NllLossBackward0', 2: 'NllLossBackward0',
-                       4: 'NllLoss2DBackward0'}.get(np.ndim(getattr(i, '_data', i))), 'input')
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
              reduce=None, reduction='mean'):
-    """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``."""
+    """Negative log-likelihood of class indices ``target`` under log-probabilities ``input``.
+
+    Valid class indices take one record (tape/nn/_cross_entropy.py); anything
+    else the composite below, which gives the result or PyTorch's error."""
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
+    inp = _t(input)
+    if not (isinstance(weight, Tensor) and weight._rg):
+        fast = _ce_indices_args(inp, target, weight, ignore_index, reduction)
+        if fast is not None:
+            return _nll_fast(inp, fast, ignore_index, reduction)
+    return _nll_loss(inp, target, weight, ignore_index=ignore_index, reduction=reduction)
+
+
+def _nll_fast(inp, fast, ignore_index, reduction):
+    """nll_loss's one record, with PyTorch's nodes: NllLossBackward0 for a 1-D
+    or 2-D input, NllLoss2DBackward0 for a 4-D one; any other (N, C, d1...)
+    input is viewed as (N, C, 1, d) first, as PyTorch's nll_loss_nd does (a
+    ViewBackward0 under the node, and one over a 'none' result)."""
+    nd = inp._data.ndim
+    if nd <= 2:
+        return _nll_indices(inp, *fast, ignore_index, reduction)
+    if nd == 4:
+        return _nll_indices_2d(inp, *fast, ignore_index, reduction)
+    shape = inp._data.shape
+    out = _nll_indices_2d(_ops.reshape(inp, (shape[0], shape[1], 1, -1)), *fast,
+                          ignore_index, reduction)
+    if reduction == 'none':
+        out = _ops.reshape(out, shape[:1] + shape[2:])
+    return out
+
+
+@node_named(lambda i: {0: 'NllLossBackward0', 1: 'NllLossBackward0', 2: 'NllLossBackward0',
+                       4: 'NllLoss2DBackward0'}.get(np.ndim(getattr(i, '_data', i))), 'input')
+def _nll_loss(input, target, weight=None, ignore_index=-100, reduction='mean'):  # noqa: A002
+    """nll_loss in tape ops, for what the one record does not take (a weight
+    that requires grad) and PyTorch's errors."""
     inp = _t(input)
     tgt = np.asarray(target._data if isinstance(target, Tensor) else target)
     if tgt.dtype.kind not in 'iu':
@@ -2183,6 +2215,8 @@ def bilinear(input1, input2, weight, bias=None):
 from ._layer_norm import layer_norm as _layer_norm_fn  # noqa: E402
 from ._batch_norm import batch_norm as _bn_fn  # noqa: E402
 from ._cross_entropy import cross_entropy_indices as _ce_indices  # noqa: E402
+from ._cross_entropy import nll_loss_indices as _nll_indices  # noqa: E402
+from ._cross_entropy import nll_loss2d_indices as _nll_indices_2d  # noqa: E402
 from ._cross_entropy import _kernels as _ce_kernels  # noqa: E402
 from . import _softmax as _sm  # noqa: E402
 from . import _sdpa as _sdpa_node  # noqa: E402
