@@ -89,14 +89,21 @@ class _CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, gy):
-        x, = ctx.saved_tensors
-        if grad_mode.enabled:
-            return _backward_tensors(ctx, x, gy), None, None, None, None
-        return _leaf(_backward_array(ctx, x, gy._data)), None, None, None, None
+        return _loss_backward(ctx, gy, _backward_tensors, _backward_array)
 
     @staticmethod
     def _backward_array(ctx, x, g):
         return _backward_array(ctx, x, g)
+
+
+def _loss_backward(ctx, gy, tensors, array):
+    """Both losses' ``backward``: the input's gradient in tape ops under
+    create_graph (``tensors``), else from arrays (``array``); none for the
+    targets, weights and options."""
+    x, = ctx.saved_tensors
+    if grad_mode.enabled:
+        return tensors(ctx, x, gy), None, None, None, None
+    return _leaf(array(ctx, x, gy._data)), None, None, None, None
 
 
 def _backward_array(ctx, x, g):
@@ -153,10 +160,7 @@ class _NllLoss(Function):
 
     @staticmethod
     def backward(ctx, gy):
-        x, = ctx.saved_tensors
-        if grad_mode.enabled:
-            return _nll_backward_tensors(ctx, x, gy), None, None, None, None
-        return _leaf(_nll_backward_array(ctx, x, gy._data)), None, None, None, None
+        return _loss_backward(ctx, gy, _nll_backward_tensors, _nll_backward_array)
 
     @staticmethod
     def _backward_array(ctx, x, g):
