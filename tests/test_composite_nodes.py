@@ -466,3 +466,44 @@ def test_hooks_on_a_composite_node_see_its_arguments(create_graph):
     got = run('tape')
     assert got[2] == [[(4,), (2, 3), (3, 4)]]
     assert got == run('torch')
+
+
+@pytest.mark.parametrize('op', ['softmax', 'log_softmax', 'cross_entropy', 'nll_loss',
+                                'layer_norm'])
+def test_own_function_node_call_matches_torch(op):
+    """The library's own Functions (one record standing for PyTorch's native op)
+    answer a node call as PyTorch's node: one gradient per next_functions entry,
+    a lone gradient as a tensor, not a tuple of the Function's arguments."""
+    torch = pytest.importorskip('torch')
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 5))
+    w, b = rng.standard_normal(5), rng.standard_normal(5)
+    t = np.array([0, 3, 1, 4])
+
+    def run(lib):
+        F = lib.nn.functional
+        xs = lib.tensor(x, requires_grad=True)
+        if op == 'layer_norm':
+            y = F.layer_norm(xs, (5,), lib.tensor(w, requires_grad=True),
+                             lib.tensor(b, requires_grad=True))
+        elif op == 'cross_entropy':
+            y = F.cross_entropy(xs, lib.tensor(t))
+        elif op == 'nll_loss':
+            y = F.nll_loss(xs, lib.tensor(t))
+        else:
+            y = getattr(F, op)(xs, 1)
+        g = lib.tensor(np.linspace(0.5, 1.5, y.numel()).reshape(tuple(y.shape)))
+        res = y.grad_fn(g)
+        if op == 'cross_entropy' and lib is torch:
+            # tape's node folds PyTorch's LogSoftmaxBackward0 below it into itself
+            res = y.grad_fn.next_functions[0][0](res)
+        return res
+    got, want = run(tape), run(torch)
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+    else:
+        assert isinstance(got, tape.Tensor)
+        got, want = (got,), (want,)
+    for a, e in zip(got, want):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
