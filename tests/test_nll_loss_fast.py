@@ -12,25 +12,9 @@ import tape.nn.functional as F
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
+from tests.test_cross_entropy_fast import _case, _tol  # noqa: E402  (the same cases)
+
 SHAPES = [(7,), (5, 7), (64, 10), (3, 6, 4), (2, 5, 3, 2), (2, 4, 3, 2, 2), (300, 64)]
-
-
-def _tol(dt):
-    return dict(rtol=2e-5, atol=2e-6) if dt == np.float32 else dict(rtol=1e-10, atol=1e-12)
-
-
-def _case(shape, dt, seed=0, ignore=None):
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal(shape) * 3).astype(dt)
-    ncls = shape[0] if len(shape) == 1 else shape[1]
-    tshape = () if len(shape) == 1 else shape[:1] + shape[2:]
-    t = rng.integers(0, ncls, tshape)
-    if ignore == 'some' and t.ndim:
-        t.reshape(-1)[::3] = -100
-    elif ignore == 'all':
-        t = np.full(tshape, -100)
-    w = rng.uniform(0.5, 2.0, ncls).astype(dt)
-    return x, t, w
 
 
 def _nodes(fn, depth=2):
