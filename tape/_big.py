@@ -209,6 +209,16 @@ class Grads:
         else:
             self.G[slot:slot + size] = np.ravel(value)
 
+    def drop(self, slot, size):
+        """Forget a slot's gradient, unreached again (node hooks ran the records
+        that read it: tape/_node_hooks.py)."""
+        if slot >= BIG_BASE:
+            self.bigreach.discard(slot)
+            self.big.pop(slot, None)
+        else:
+            self.reach[slot] = 0
+            self.G[slot:slot + size] = 0
+
 
 class SlotGrads:
     """``Grads`` without an arena: gradients as flat arrays by slot, for a sweep
@@ -249,6 +259,10 @@ class SlotGrads:
     def set(self, slot, size, value):
         self.g[slot] = np.array(np.ravel(value), copy=True)
         self.owned.add(slot)
+
+    def drop(self, slot, size):
+        self.g.pop(slot, None)
+        self.owned.discard(slot)
 
 
 def sweep_record(tape, k, R, A, grads, keep=(), needed=None):

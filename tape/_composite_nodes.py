@@ -29,7 +29,7 @@ from ._tensor import Tensor
 
 class NodeEntry:
     """A composite op's node: ``Tape.names[record of its result]``."""
-    __slots__ = ('name', 'inner', 'slots', 'shapes', 'dtypes', 'adjust', 'outs')
+    __slots__ = ('name', 'inner', 'slots', 'shapes', 'dtypes', 'adjust', 'outs', 'out_info')
 
     def __init__(self, name, slots, shapes, dtypes, adjust=None):
         self.name = name
@@ -39,11 +39,12 @@ class NodeEntry:
         self.dtypes = dtypes
         self.adjust = adjust    # (tape, records, slots, shapes) -> what to show, or None
         self.outs = None        # (record, slot) of each output of a node of several
+        self.out_info = None    # ... and (shape, dtype) of each (its hooks' grad_outputs)
 
     def copy(self):
         """An entry for another tape with these records at these places (a jit replay)."""
         e = NodeEntry(self.name, list(self.slots), self.shapes, self.dtypes, self.adjust)
-        e.inner, e.outs = self.inner, self.outs
+        e.inner, e.outs, e.out_info = self.inner, self.outs, self.out_info
         return e
 
     def shifted(self, rs, shift, remap):
@@ -55,6 +56,7 @@ class NodeEntry:
         e.inner = None if self.inner is None else tuple(j + rs for j in self.inner)
         e.outs = None if self.outs is None else tuple((r + rs, shift_slot(s, shift))
                                                       for r, s in self.outs)
+        e.out_info = self.out_info
         return e
 
 
@@ -197,6 +199,7 @@ def name_outputs(outs, name, vals):
     if type(e) is not NodeEntry or e.name != name:
         return
     e.outs = tuple(recs)
+    e.out_info = tuple((o._data.shape, o._data.dtype) for o in outs)
     for i, (r, _s) in enumerate(recs[1:], 1):
         T.names[r] = OutputOf(recs[0][0], i)
         if T.nodes is not None:

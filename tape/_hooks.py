@@ -103,6 +103,39 @@ class SlotHooks:
         it does not for the record that made an ``autograd.grad`` input when
         nothing below leads to an input), run the record itself and return True
         (the sweep resumes below it)."""
+        node = self.node
+        if node is None or tape is None or not run_node or not (node.pre or node.post):
+            self._run_tensor_hooks(grads)
+            return False
+        if node.spans is not None:
+            # outputs with records of their own (split's pieces): the node runs
+            # once, at the highest reached one, whose stop the sweep meets
+            # first, when every output's gradient is complete (their users come
+            # after them all); first the outputs' tensor hooks, in output order,
+            # as PyTorch runs a node's tensor pre-hooks before its own hooks
+            reached = [h for h in node.holders if grads.reached(h.slot)]
+            if reached[0] is not self:
+                self._run_tensor_hooks(grads)
+                return False
+            for h in reversed(reached):
+                h._run_tensor_hooks(grads)
+        else:
+            self._run_tensor_hooks(grads)
+            if len(node.holders) > 1:
+                # a Function with several outputs: once, after the last reached one's hooks
+                reached = [h for h in node.holders if grads.reached(h.slot)]
+                if reached[-1] is not self:
+                    return False
+        from ._node_hooks import run_node
+        open_before = grad_mode.open_tape
+        grad_mode.open_tape = None          # (as in _apply: the hooks' own graphs)
+        try:
+            run_node(node, grads, tape, k, R, V, A)
+        finally:
+            grad_mode.open_tape = open_before
+        return True
+
+    def _run_tensor_hooks(self, grads):
         if self.fns or self.retain is not None:
             s = self.slot
             g = _leaf(grads.get(s, self.size, self.shape).astype(self.dtype))
@@ -112,22 +145,6 @@ class SlotHooks:
                 # g is a copy: a hook may have changed it in place (g.clamp_())
                 grads.set(s, self.size, new._data)
             self._retain(new, copy=True)
-        node = self.node
-        if node is None or tape is None or not run_node or not (node.pre or node.post):
-            return False
-        if len(node.holders) > 1:
-            # a Function with several outputs: once, after the last reached one's hooks
-            reached = [h for h in node.holders if grads.reached(h.slot)]
-            if reached[-1] is not self:
-                return False
-        from ._node_hooks import run_node
-        open_before = grad_mode.open_tape
-        grad_mode.open_tape = None          # (as in _apply: the hooks' own graphs)
-        try:
-            run_node(node, grads, tape, k, R, V, A)
-        finally:
-            grad_mode.open_tape = open_before
-        return True
 
     def run_differentiable(self, g_flat):
         from . import _ops

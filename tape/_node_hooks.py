@@ -32,12 +32,15 @@ class NodeHooks:
     weakly: each SlotHooks holds its node, and the tape's ``hooks`` dict holds
     the SlotHooks, so a strong link back would be a reference cycle that keeps
     the hooks (and what they close over) alive after the graph dies."""
-    __slots__ = ('pre', 'post', '_holders')
+    __slots__ = ('pre', 'post', '_holders', 'spans')
 
     def __init__(self):
         self.pre = []
         self.post = []
         self._holders = ()
+        # the records of a node whose outputs have records of their own (split's
+        # pieces), highest first; None when every output is one record's
+        self.spans = None
 
     @property
     def holders(self):
@@ -58,7 +61,8 @@ def nodes_last(per_rec):
         del per_rec[s]
         per_rec[s] = h
     for node in {id(h.node): h.node for s, h in tail}.values():
-        node.holders = [h for h in per_rec.values() if h.node is node]
+        if node.spans is None:      # (a node over several records keeps its order)
+            node.holders = [h for h in per_rec.values() if h.node is node]
 
 
 def _live(nd):
@@ -73,6 +77,17 @@ def _live(nd):
 def _is_big(tape, rec):
     from ._tape import _UNPACK
     return bool(_UNPACK(tape.rec, rec * 64)[0] & BIG_FLAG)
+
+
+def _multi_entry(tape, rec):
+    """The names entry of a composite node of several outputs, each made by a
+    record of its own (split, unbind, var_mean; tape/_composite_nodes.py
+    ``name_outputs``), of which record ``rec`` made one; else None."""
+    if tape.names is None:
+        return None
+    from ._composite_nodes import entry, primary
+    e = entry(tape, primary(tape, rec)[0])
+    return e if e is not None and e.outs is not None and e.out_info is not None else None
 
 
 def register_node_hook(nd, fn, post):
@@ -92,15 +107,22 @@ def register_node_hook(nd, fn, post):
     op, out, n, g0, g1, v, ax, x = tape.record(rec)
     if tape.hooks is None:
         tape.hooks = {}
-    per_rec = tape.hooks.setdefault(rec, {})
+    multi = _multi_entry(tape, rec) if op != _PYTHON else None
     if op == _PYTHON:
         p = tape.py[ax]
-        outs = [(s, shape, dt, True) for s, shape, dt in
+        outs = [(rec, s, shape, dt, True) for s, shape, dt in
                 zip(p.out_slots, p.out_shapes, p.out_dtypes) if s >= 0]
+    elif multi is not None:
+        # each output on its record (split's pieces): hooks on each, highest
+        # record first, the order the sweep meets them
+        outs = sorted(((r, s, tuple(shape), dt, True)
+                       for (r, s), (shape, dt) in zip(multi.outs, multi.out_info)),
+                      key=lambda o: -o[0])
     else:
-        outs = [(out, *_out_info(tape, rec, out, n, nd))]
+        outs = [(rec, out, *_out_info(tape, rec, out, n, nd))]
     holders = []
-    for s, shape, dt, exact in outs:
+    for r, s, shape, dt, exact in outs:
+        per_rec = tape.hooks.setdefault(r, {})
         h = per_rec.get(s)
         if h is None:
             h = per_rec[s] = SlotHooks(None, s, int(math.prod(shape)), shape, dt, exact)
@@ -110,7 +132,11 @@ def register_node_hook(nd, fn, post):
     node = next((h.node for h in holders if h.node is not None), None) or NodeHooks()
     for h in holders:
         h.node = node
-    nodes_last(per_rec)
+    if multi is not None:
+        node.spans = tuple(o[0] for o in outs)
+        node.holders = holders
+    for r in {o[0] for o in outs}:
+        nodes_last(tape.hooks[r])
     fns = node.post if post else node.pre
     fns.append(fn)
     return RemovableHandle(fns, fn)
@@ -401,7 +427,8 @@ def run_node(node, grads, tape, k, R, V, A):
     backward alone, post hooks, then its input gradients into ``grads``."""
     row = tuple(R[k].tolist())
     op = row[0] & ~BIG_FLAG
-    outs = _outputs(node, tape, row)
+    multi = _multi_entry(tape, k) if node.spans is not None else None
+    outs = _outputs(node, tape, row, multi)
     if op == _PYTHON:
         p = tape.py[row[6]]
     raw_out = []
@@ -415,9 +442,14 @@ def run_node(node, grads, tape, k, R, V, A):
     named = _composite(tape, k)
     if op == _PYTHON:
         ins, raw_in = _python_vjp(p, outs, eff_out)
+    elif multi is not None:
+        from ._composite_nodes import primary
+        ins = _composite_inputs(multi)
+        raw_in = _composite_vjp(tape, primary(tape, k)[0], multi, R, V, A,
+                                [(o[0], o[1], g) for o, g in zip(outs, eff_out)], ins)
     elif named is not None:
         ins = _composite_inputs(named)
-        raw_in = _composite_vjp(tape, k, named, R, V, A, eff_out[0], ins)
+        raw_in = _composite_vjp(tape, k, named, R, V, A, [(row[1], row[2], eff_out[0])], ins)
     else:
         ins = _node_inputs(tape, k, row, R, A, *outs[0][2:])
         raw_in = _record_vjp(tape, row, V, A, eff_out[0], ins)
@@ -430,6 +462,10 @@ def run_node(node, grads, tape, k, R, V, A):
             continue
         dt = e.dtype if e.slot >= BIG_BASE and e.dtype.kind == 'f' else None
         grads.add(e.slot, e.size, g, dt)
+    if multi is not None:
+        # the node ran every output's records: the sweep passes the others by
+        for s, size, *_rest in outs:
+            grads.drop(s, size)
 
 
 def _composite(tape, k):
@@ -465,19 +501,22 @@ def _composite_inputs(e):
     return _direct_inputs(zip(e.slots, e.shapes, e.dtypes))
 
 
-def _composite_vjp(tape, k, e, R, V, A, g, ins):
+def _composite_vjp(tape, k, e, R, V, A, seeds, ins):
     """Input gradients (flat float64 arrays or None) of a composite op's records
-    (k and those between it and its arguments) run by themselves from ``g``.
-    The sweep then finds its inner records unreached and passes them by."""
+    (k and those between it and its arguments) run by themselves from
+    ``seeds``, (slot, size, gradient or None) of each output.  The sweep then
+    finds its inner records unreached and passes them by."""
     from ._sweep import _python_record, kernel
-    if g is None:
+    if all(g is None for _s, _n, g in seeds):
         return [None] * len(ins)
     R1 = np.ascontiguousarray(R[sorted(set(e.inner) | {k})])
     size = max(tape.gpos, 1)
     G = np.zeros(size, V.dtype)
     reach = np.zeros(size, np.uint8)
     store = Grads(G, reach)
-    store.add(int(R[k, 1]), int(R[k, 2]), g)
+    for s, n, g in seeds:
+        if g is not None:
+            store.add(s, n, g)
     sweep = kernel(R1)
     j = len(R1) - 1
     while j >= 0:
@@ -506,8 +545,12 @@ def _python_inputs(p):
                           for i in p.shown_inputs())
 
 
-def _outputs(node, tape, row):
-    """(slot, size, shape, dtype, exact) of each output of a hooked record."""
+def _outputs(node, tape, row, multi=None):
+    """(slot, size, shape, dtype, exact) of each output of a hooked record, or
+    of the node of several records ``multi`` (its names entry)."""
+    if multi is not None:
+        return [(s, int(math.prod(shape)), tuple(shape), np.dtype(dt), True)
+                for (_r, s), (shape, dt) in zip(multi.outs, multi.out_info)]
     if (row[0] & ~BIG_FLAG) == _PYTHON:
         p = tape.py[row[6]]
         return [(s, int(math.prod(shape)), tuple(shape), np.dtype(dt), True)
@@ -544,9 +587,20 @@ def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of):
     for h in list(per_rec.values()):
         if h.slot not in acc:
             continue
+        node = h.node
+        if node is not None and node.spans is not None and (node.pre or node.post):
+            # outputs with records of their own: as SlotHooks.run_compiled
+            reached = [x for x in node.holders if x.slot in acc]
+            if reached[0] is h:
+                for x in reversed(reached):
+                    if x.fns or x.retain is not None:
+                        acc[x.slot] = x.run_differentiable(acc[x.slot])
+                _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of)
+                ran = True
+                continue
+            node = None
         if h.fns or h.retain is not None:
             acc[h.slot] = h.run_differentiable(acc[h.slot])
-        node = h.node
         if node is None or not (node.pre or node.post):
             continue
         if len(node.holders) > 1 and [x for x in node.holders if x.slot in acc][-1] is not h:
@@ -586,12 +640,22 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
     from ._grad_mode import enable_grad
     row = tuple(R[k].tolist())
     op = row[0] & ~BIG_FLAG
-    outs = _outputs(node, tape, row)
+    multi = _multi_entry(tape, k) if node.spans is not None else None
+    outs = _outputs(node, tape, row, multi)
     given = tuple(_ops.reshape(acc[s], shape) if s >= 0 and acc.get(s) is not None else None
                   for s, size, shape, dt, ex in outs)
     gouts = _call_hooks(node.pre, given, [o[4] for o in outs])
     named = _composite(tape, k)
-    if op == _PYTHON:
+    if multi is not None:
+        # every output's records, differentiably, as calling the node does
+        from ._composite_nodes import primary
+        from ._graph import node as graph_node
+        ins = _composite_inputs(multi)
+        gins = (None,) * len(ins)
+        if any(g is not None for g in gouts):
+            got = graph_node(tape, primary(tape, k)[0])(*gouts)
+            gins = got if isinstance(got, tuple) else (got,)
+    elif op == _PYTHON:
         p = tape.py[row[6]]
         ins = _python_inputs(p)
         if all(g is None for g in gouts):
@@ -635,6 +699,9 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
     for e, t in zip(ins, new):
         if e is not None and t is not None:
             _add(acc, e.slot, _ops.reshape(t, -1))
+    if multi is not None:
+        for s, *_rest in outs:          # the sweep passes the outputs' records by
+            acc.pop(s, None)
 
 
 # ------------------------------------------------ AccumulateGrad hooks

@@ -167,15 +167,16 @@ def test_errors_and_other_cases_keep_the_composite():
         F.nll_loss(x, tape.tensor([0.0, 1.0, 2.0]))
     with pytest.raises(RuntimeError):
         F.nll_loss(x, tape.tensor([0, 1, 2]), weight=tape.ones(4, dtype=tape.float64))
-    # a weight that requires grad: the composite (PyTorch's backward raises that
-    # the derivative for 'weight' is not implemented; tape treats it as constant)
+    # a weight that requires grad: refused where the op would be recorded, as
+    # PyTorch's kernels have no derivative for it; under no_grad, a constant
     w = tape.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
-    y = F.nll_loss(x, tape.tensor([0, 1, 2]), weight=w)
-    assert y._tape.n > 1
-    y.backward()
-    want = np.zeros((3, 4), np.float32)
-    want[[0, 1, 2], [0, 1, 2]] = -np.array([1.0, 2.0, 3.0]) / 6.0
-    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="'nll_loss_forward' is not differentiable with "
+                                           "respect to argument 'weight'"):
+        F.nll_loss(x, tape.tensor([0, 1, 2]), weight=w)
+    with tape.no_grad():
+        y = F.nll_loss(x, tape.tensor([0, 1, 2]), weight=w)
+    want = -np.array([1.0, 2.0, 3.0]) @ x.detach().numpy()[[0, 1, 2], [0, 1, 2]] / 6.0
+    np.testing.assert_allclose(y.item(), want, rtol=1e-6)
     # the legacy arguments
     ya = F.nll_loss(x, tape.tensor([0, 1, 2]), size_average=False)
     np.testing.assert_allclose(ya.item(), -(x.detach().numpy()[[0, 1, 2], [0, 1, 2]]).sum(),
@@ -199,3 +200,36 @@ def test_module_and_jit_match_eager():
         y.backward()
         np.testing.assert_allclose(y.item(), f(tape.tensor(x)).item(), rtol=1e-12)
         np.testing.assert_allclose(xj.grad.numpy(), xa.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize('shape', [(4,), (3, 4), (2, 4, 5), (2, 4, 3, 2)])
+@pytest.mark.parametrize('fn', ['nll_loss', 'cross_entropy'])
+def test_weight_requiring_grad_is_refused_as_in_torch(fn, shape):
+    torch = pytest.importorskip('torch')
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape)
+    t = rng.integers(0, 4, shape[:1] + shape[2:]) if len(shape) > 1 else np.int64(2)
+    w = rng.random(4)
+    msgs = {}
+    for name, lib in (('torch', torch), ('tape', tape)):
+        f = getattr(lib.nn.functional, fn)
+        xt = lib.tensor(x, requires_grad=True)
+        wt = lib.tensor(w, requires_grad=True)
+        with pytest.raises(RuntimeError) as e:
+            f(xt, lib.tensor(t), weight=wt)
+        msgs[name] = str(e.value)
+        with lib.no_grad():
+            msgs[name + ' value'] = round(float(f(xt, lib.tensor(t), weight=wt)), 10)
+    assert msgs['tape'] == msgs['torch']
+    assert msgs['tape value'] == msgs['torch value']
+    # probability targets: cross_entropy is a composite in both, and the weight's
+    # gradient flows
+    if fn == 'cross_entropy' and len(shape) == 2:
+        p = rng.random(shape)
+        p /= p.sum(1, keepdims=True)
+        grads = {}
+        for name, lib in (('torch', torch), ('tape', tape)):
+            wt = lib.tensor(w, requires_grad=True)
+            lib.nn.functional.cross_entropy(lib.tensor(x), lib.tensor(p), weight=wt).backward()
+            grads[name] = wt.grad.numpy()
+        np.testing.assert_allclose(grads['tape'], grads['torch'], rtol=1e-10)

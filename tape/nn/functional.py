@@ -238,11 +238,21 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     inp = _t(input)
-    if not (isinstance(weight, Tensor) and weight._rg):
-        fast = _ce_indices_args(inp, target, weight, ignore_index, reduction)
-        if fast is not None:
-            return _nll_fast(inp, fast, ignore_index, reduction)
+    if isinstance(weight, Tensor) and weight._rg:
+        _weight_not_differentiable(inp)
+    fast = _ce_indices_args(inp, target, weight, ignore_index, reduction)
+    if fast is not None:
+        return _nll_fast(inp, fast, ignore_index, reduction)
     return _nll_loss(inp, target, weight, ignore_index=ignore_index, reduction=reduction)
+
+
+def _weight_not_differentiable(inp):
+    """PyTorch's nll_loss kernels have no derivative for the class weights: a
+    weight that requires grad is refused where the op would be recorded."""
+    if grad_mode.enabled:
+        fn = 'nll_loss_forward' if np.ndim(inp._data) <= 2 else 'nll_loss2d_forward'
+        raise RuntimeError(f"The function '{fn}' is not differentiable with respect to "
+                           f"argument 'weight'. This input cannot have requires_grad True.")
 
 
 def _nll_fast(inp, fast, ignore_index, reduction):
@@ -267,7 +277,7 @@ def _nll_fast(inp, fast, ignore_index, reduction):
                        4: 'NllLoss2DBackward0'}.get(np.ndim(getattr(i, '_data', i))), 'input')
 def _nll_loss(input, target, weight=None, ignore_index=-100, reduction='mean'):  # noqa: A002
     """nll_loss in tape ops, for what the one record does not take (a weight
-    that requires grad) and PyTorch's errors."""
+    that requires grad, under no_grad) and PyTorch's errors."""
     inp = _t(input)
     tgt = np.asarray(target._data if isinstance(target, Tensor) else target)
     if tgt.dtype.kind not in 'iu':
@@ -338,6 +348,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise RuntimeError(f'cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: '
                            f'{label_smoothing}')
     inp = _t(input)
+    if isinstance(weight, Tensor) and weight._rg and np.asarray(
+            target._data if isinstance(target, Tensor) else target).dtype.kind != 'f':
+        _weight_not_differentiable(inp)     # (class indices: PyTorch's nll_loss kernels)
     if not label_smoothing:
         fast = _ce_indices_args(inp, target, weight, ignore_index, reduction)
         if fast is not None:

@@ -1,0 +1,227 @@
+"""Node hooks on a node of several outputs that tape records one by one:
+``split``/``chunk``/``unbind`` (a record per piece) and ``var_mean``/``std_mean``.
+
+PyTorch's hook sees every output's gradient (None for an output nothing used)
+and the input gradient summed over all of them, and runs once, whichever
+pieces were used.  The first tests pin that without torch (values by hand);
+the rest run the same programs on torch and tape and compare what the hooks
+saw (``torch = pytest.importorskip``).
+"""
+import numpy as np
+import pytest
+
+import tape
+
+
+def t64(values):
+    return tape.tensor(np.array(values, dtype=np.float64), requires_grad=True)
+
+
+def vals(gs):
+    return [None if g is None else np.asarray(g.detach().numpy(), dtype=np.float64).tolist()
+            for g in gs]
+
+
+def test_split_hooks_see_every_piece_and_run_once():
+    x = t64(np.arange(6.0))
+    a, b, c = x.split(2)
+    log = []
+    a.grad_fn.register_prehook(lambda go: log.append(('pre', vals(go))))
+    c.grad_fn.register_hook(lambda gi, go: log.append(('post', vals(gi), vals(go))))
+    (a.sum() + 2 * b.sum() + 3 * c.sum()).backward()
+    assert log == [('pre', [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]),
+                   ('post', [[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]],
+                    [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])]
+    assert x.grad.tolist() == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+
+
+def test_unused_pieces_are_none_and_the_hook_still_runs():
+    x = t64(np.arange(6.0))
+    a, b, c = x.split(2)
+    log = []
+    a.grad_fn.register_hook(lambda gi, go: log.append((vals(gi), vals(go))))
+    (b * 2).sum().backward()
+    assert log == [([[0.0, 0.0, 2.0, 2.0, 0.0, 0.0]], [None, [2.0, 2.0], None])]
+    assert x.grad.tolist() == [0.0, 0.0, 2.0, 2.0, 0.0, 0.0]
+
+
+def test_post_hook_replacement_is_what_the_input_gets():
+    x = t64(np.arange(6.0))
+    a, b, c = x.split(2)
+    c.grad_fn.register_hook(lambda gi, go: (gi[0] * 10,))
+    (a.sum() + 3 * c.sum()).backward()
+    assert x.grad.tolist() == [10.0, 10.0, 0.0, 0.0, 30.0, 30.0]
+
+
+def test_prehook_replaces_one_piece():
+    x = t64(np.arange(6.0))
+    a, b, c = x.split(2)
+    b.grad_fn.register_prehook(lambda go: (go[0], go[1] * 100, go[2]))
+    (a.sum() + 2 * b.sum() + 3 * c.sum()).backward()
+    assert x.grad.tolist() == [1.0, 1.0, 200.0, 200.0, 3.0, 3.0]
+
+
+def test_removed_hook_leaves_the_plain_sweep():
+    x = t64(np.arange(6.0))
+    a, b, c = x.split(2)
+    h = a.grad_fn.register_hook(lambda gi, go: (gi[0] * 0,))
+    h.remove()
+    (a.sum() + 2 * b.sum() + 3 * c.sum()).backward()
+    assert x.grad.tolist() == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+
+
+def test_compiled_and_create_graph_sweeps_agree():
+    def run(create_graph):
+        x = t64(np.linspace(-1.0, 2.0, 9))
+        p, q, r = (x * x).chunk(3)
+        seen = []
+        q.grad_fn.register_hook(lambda gi, go: seen.append(vals(gi)) or (gi[0] * 2,))
+        g, = tape.autograd.grad((p * r).sum() + (q ** 3).sum(), x, create_graph=create_graph)
+        return np.asarray(g.detach().numpy()), seen
+    g1, s1 = run(False)
+    g2, s2 = run(True)
+    np.testing.assert_allclose(g2, g1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.array(s2[0][0]), np.array(s1[0][0]), rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------- against torch
+def L(g):
+    if g is None:
+        return None
+    return np.asarray(g.detach().numpy(), dtype=np.float64).round(10).tolist()
+
+
+def _case_split_all(lib, log):
+    x = lib.tensor(np.arange(6.0), requires_grad=True)
+    parts = x.split(2)
+    nd = parts[0].grad_fn
+    nd.register_prehook(lambda go: log.append(('pre', [L(g) for g in go])))
+    nd.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi], [L(g) for g in go])))
+    sum((p * (i + 1)).sum() for i, p in enumerate(parts)).backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_split_middle_only(lib, log):
+    x = lib.tensor(np.arange(6.0), requires_grad=True)
+    a, b, c = x.split(2)
+    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                       [L(g) for g in go])))
+    (b * 2).sum().backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_split_with_sizes_float32(lib, log):
+    x = lib.tensor(np.arange(6.0), dtype=lib.float32, requires_grad=True)
+    a, b, c = x.split([1, 2, 3])
+    a.grad_fn.register_hook(lambda gi, go: log.append((
+        'post', type(gi[0].grad_fn).__name__ if gi[0] is not None else None, [L(g) for g in gi],
+        [None if g is None else (str(g.dtype).split('.')[-1], tuple(g.shape)) for g in go])))
+    (b.sum() + c.sum() * 2).backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_tensor_hooks_then_node_hooks(lib, log):
+    x = lib.tensor(np.arange(6.0), requires_grad=True)
+    a, b, c = x.split(2)
+    a.register_hook(lambda g: log.append(('a', L(g))) or g * 2)
+    b.register_hook(lambda g: log.append(('b', L(g))))
+    c.retain_grad()
+    a.grad_fn.register_prehook(lambda go: log.append(('pre', [L(g) for g in go])))
+    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                       [L(g) for g in go])))
+    (a.sum() + 2 * b.sum() + 3 * c.sum()).backward()
+    log.append(('x.grad', L(x.grad)))
+    log.append(('c.grad', L(c.grad)))
+
+
+def _case_unbind(lib, log):
+    x = lib.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    r = x.unbind(0)
+    r[1].grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                          [L(g) for g in go])))
+    (r[0] * r[2]).sum().backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_chunk_of_a_result(lib, log):
+    w = lib.tensor(np.linspace(-1, 1, 8), requires_grad=True)
+    p, q = (w * 3).tanh().chunk(2)
+    q.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                       [L(g) for g in go])))
+    ((p * q).sum() + q.sum()).backward()
+    log.append(('w.grad', L(w.grad)))
+
+
+def _case_var_mean(lib, log):
+    x = lib.tensor(np.arange(6.0).reshape(2, 3) ** 1.5, requires_grad=True)
+    v, m = lib.var_mean(x, 1)
+    m.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                       [L(g) for g in go])))
+    (v * 2 + m).sum().backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_std_mean_one_output_used(lib, log):
+    x = lib.tensor(np.arange(6.0).reshape(2, 3) ** 1.5, requires_grad=True)
+    s, m = lib.std_mean(x, 1)
+    s.grad_fn.register_prehook(lambda go: log.append(('pre', [L(g) for g in go])))
+    m.sum().backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_retain_graph_runs_each_time(lib, log):
+    x = lib.tensor(np.arange(6.0), requires_grad=True)
+    a, b, c = x.split(2)
+    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                       [L(g) for g in go])))
+    loss = (a * b).sum() + c.sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_large_pieces(lib, log):
+    x = lib.tensor(np.linspace(0, 1, 60000), requires_grad=True)
+    a, b = (x * 1).split(30000)
+    a.grad_fn.register_hook(lambda gi, go: log.append((
+        'post', [None if g is None else round(float(g.sum()), 6) for g in gi],
+        [None if g is None else round(float(g.sum()), 6) for g in go])))
+    (a * 2).sum().backward(retain_graph=True)
+    (b * 3).sum().backward()
+    log.append(('x.grad', round(float(x.grad.sum()), 6), round(float(x.grad[:30000].sum()), 6)))
+
+
+def _case_create_graph(lib, log):
+    x = lib.tensor(np.arange(1.0, 7.0), requires_grad=True)
+    a, b, c = x.split(2)
+    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                       [L(g) for g in go])) or (gi[0] * 2,))
+    g, = lib.autograd.grad((a * a).sum() + (c ** 3).sum(), x, create_graph=True)
+    log.append(('g', L(g)))
+    g.sum().backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_autograd_grad(lib, log):
+    x = lib.tensor(np.arange(6.0), requires_grad=True)
+    a, b, c = x.split(2)
+    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
+                                                       [L(g) for g in go])))
+    g, = lib.autograd.grad((a * 2).sum() + (c * 3).sum(), x)
+    log.append(('g', L(g)))
+
+
+@pytest.mark.parametrize('case', [
+    _case_split_all, _case_split_middle_only, _case_split_with_sizes_float32,
+    _case_tensor_hooks_then_node_hooks, _case_unbind, _case_chunk_of_a_result, _case_var_mean,
+    _case_std_mean_one_output_used, _case_retain_graph_runs_each_time, _case_large_pieces,
+    _case_create_graph, _case_autograd_grad,
+], ids=lambda c: c.__name__[6:])
+def test_against_torch(case):
+    torch = pytest.importorskip('torch')
+    logs = {}
+    for name, lib in (('torch', torch), ('tape', tape)):
+        log = []
+        case(lib, log)
+        logs[name] = log
+    assert logs['tape'] == logs['torch']
