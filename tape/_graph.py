@@ -254,11 +254,14 @@ def joined_slots(tape, rec):
 
 
 def accumulate_node(leaf):
-    if leaf._extra is None:
-        leaf._extra = {}
-    nd = leaf._extra.get('accumulate_grad')
+    """The leaf's AccumulateGrad node, made on first look.  It is kept in the
+    leaf's ``_acc_node``, not in ``_extra``: a leaf with ``_extra`` (hooks,
+    views) leaves the recording, delivery and optimizer fast paths, and a
+    look at ``next_functions`` must not slow the training steps after it
+    (it made an MLP step 2.2x slower)."""
+    nd = leaf._acc_node
     if nd is None:
-        nd = leaf._extra['accumulate_grad'] = AccumulateGrad(leaf)
+        nd = leaf._acc_node = AccumulateGrad(leaf)
     return nd
 
 

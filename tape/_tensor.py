@@ -289,6 +289,7 @@ class Tensor:
     _grad = None        # the accumulated gradient (a leaf Tensor) or None
     _vbox = None        # [version] shared by tensors that share storage
     _extra = None       # dict: hooks, retain_grad
+    _acc_node = None    # the leaf's AccumulateGrad node, once asked for (tape/_graph.py)
     __array_priority__ = 1000     # ndarray (op) Tensor defers to Tensor
 
     def __init__(self, data=None, *sizes, requires_grad=False):

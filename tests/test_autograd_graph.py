@@ -362,3 +362,38 @@ def test_inference_mode_flags_against_torch():
         assert f(lib.ones(2, requires_grad=True)) == (False, True)
         assert not lib.is_inference_mode_enabled()
         assert lib.autograd.grad_mode.no_grad is lib.no_grad
+
+
+def test_looking_at_next_functions_keeps_parameters_on_the_fast_paths():
+    # the AccumulateGrad node is kept outside the leaf's _extra, whose presence
+    # sends F.linear, gradient delivery and the optimizers down their general
+    # (slower) paths: a look at the graph must not change a training step
+    nn = tape.nn
+    m = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2))
+    opt = tape.optim.SGD(m.parameters(), lr=0.1)
+    x = tape.randn(5, 4)
+    loss = m(x).pow(2).sum()
+
+    def walk(f, seen):
+        if f is None or id(f) in seen:
+            return
+        seen[id(f)] = f
+        for c, _ in f.next_functions:
+            walk(c, seen)
+    seen = {}
+    walk(loss.grad_fn, seen)
+    accs = [f for f in seen.values() if type(f).__name__ == 'AccumulateGrad']
+    assert {id(f.variable) for f in accs} == {id(p) for p in m.parameters()}
+    assert all(p._extra is None for p in m.parameters())
+    # the same node on a second look, and from another graph of the same leaf
+    w = m[0].weight
+    acc = next(f for f in accs if f.variable is w)
+    again = {}
+    walk(m(x).sum().grad_fn, again)
+    assert [f for f in again.values() if getattr(f, 'variable', None) is w] == [acc]
+    loss.backward()
+    before = [p._data for p in m.parameters()]
+    opt.step()
+    # the optimizer wrote into each parameter's own storage (its fast path)
+    assert all(p._data is d for p, d in zip(m.parameters(), before))
+    assert all(p._extra is None for p in m.parameters())

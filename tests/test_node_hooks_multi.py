@@ -91,12 +91,17 @@ def L(g):
     return np.asarray(g.detach().numpy(), dtype=np.float64).round(10).tolist()
 
 
+def logs_post(log):
+    """A post hook that logs what it saw."""
+    return lambda gi, go: log.append(('post', [L(g) for g in gi], [L(g) for g in go]))
+
+
 def _case_split_all(lib, log):
     x = lib.tensor(np.arange(6.0), requires_grad=True)
     parts = x.split(2)
     nd = parts[0].grad_fn
     nd.register_prehook(lambda go: log.append(('pre', [L(g) for g in go])))
-    nd.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi], [L(g) for g in go])))
+    nd.register_hook(logs_post(log))
     sum((p * (i + 1)).sum() for i, p in enumerate(parts)).backward()
     log.append(('x.grad', L(x.grad)))
 
@@ -104,8 +109,7 @@ def _case_split_all(lib, log):
 def _case_split_middle_only(lib, log):
     x = lib.tensor(np.arange(6.0), requires_grad=True)
     a, b, c = x.split(2)
-    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
-                                                       [L(g) for g in go])))
+    a.grad_fn.register_hook(logs_post(log))
     (b * 2).sum().backward()
     log.append(('x.grad', L(x.grad)))
 
@@ -127,8 +131,7 @@ def _case_tensor_hooks_then_node_hooks(lib, log):
     b.register_hook(lambda g: log.append(('b', L(g))))
     c.retain_grad()
     a.grad_fn.register_prehook(lambda go: log.append(('pre', [L(g) for g in go])))
-    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
-                                                       [L(g) for g in go])))
+    a.grad_fn.register_hook(logs_post(log))
     (a.sum() + 2 * b.sum() + 3 * c.sum()).backward()
     log.append(('x.grad', L(x.grad)))
     log.append(('c.grad', L(c.grad)))
@@ -137,8 +140,7 @@ def _case_tensor_hooks_then_node_hooks(lib, log):
 def _case_unbind(lib, log):
     x = lib.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
     r = x.unbind(0)
-    r[1].grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
-                                                          [L(g) for g in go])))
+    r[1].grad_fn.register_hook(logs_post(log))
     (r[0] * r[2]).sum().backward()
     log.append(('x.grad', L(x.grad)))
 
@@ -146,8 +148,7 @@ def _case_unbind(lib, log):
 def _case_chunk_of_a_result(lib, log):
     w = lib.tensor(np.linspace(-1, 1, 8), requires_grad=True)
     p, q = (w * 3).tanh().chunk(2)
-    q.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
-                                                       [L(g) for g in go])))
+    q.grad_fn.register_hook(logs_post(log))
     ((p * q).sum() + q.sum()).backward()
     log.append(('w.grad', L(w.grad)))
 
@@ -155,8 +156,7 @@ def _case_chunk_of_a_result(lib, log):
 def _case_var_mean(lib, log):
     x = lib.tensor(np.arange(6.0).reshape(2, 3) ** 1.5, requires_grad=True)
     v, m = lib.var_mean(x, 1)
-    m.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
-                                                       [L(g) for g in go])))
+    m.grad_fn.register_hook(logs_post(log))
     (v * 2 + m).sum().backward()
     log.append(('x.grad', L(x.grad)))
 
@@ -172,8 +172,7 @@ def _case_std_mean_one_output_used(lib, log):
 def _case_retain_graph_runs_each_time(lib, log):
     x = lib.tensor(np.arange(6.0), requires_grad=True)
     a, b, c = x.split(2)
-    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
-                                                       [L(g) for g in go])))
+    a.grad_fn.register_hook(logs_post(log))
     loss = (a * b).sum() + c.sum()
     loss.backward(retain_graph=True)
     loss.backward()
@@ -205,8 +204,7 @@ def _case_create_graph(lib, log):
 def _case_autograd_grad(lib, log):
     x = lib.tensor(np.arange(6.0), requires_grad=True)
     a, b, c = x.split(2)
-    a.grad_fn.register_hook(lambda gi, go: log.append(('post', [L(g) for g in gi],
-                                                       [L(g) for g in go])))
+    a.grad_fn.register_hook(logs_post(log))
     g, = lib.autograd.grad((a * 2).sum() + (c * 3).sum(), x)
     log.append(('g', L(g)))
 
