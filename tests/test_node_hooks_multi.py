@@ -209,11 +209,42 @@ def _case_autograd_grad(lib, log):
     log.append(('g', L(g)))
 
 
+def _case_nested_splits(lib, log):
+    x = lib.tensor(np.arange(8.0), requires_grad=True)
+    a, b = x.split(4)
+    c, d = b.split(2)
+    a.grad_fn.register_hook(lambda gi, go: log.append(('outer', [L(g) for g in gi],
+                                                        [L(g) for g in go])))
+    c.grad_fn.register_hook(lambda gi, go: log.append(('inner', [L(g) for g in gi],
+                                                        [L(g) for g in go])))
+    (a.sum() + 3 * c.sum() + 5 * d.sum()).backward()
+    log.append(('x.grad', L(x.grad)))
+
+
+def _case_backward_inputs(lib, log):
+    x = lib.tensor(np.arange(6.0), requires_grad=True)
+    w = lib.tensor(2.0, requires_grad=True)
+    a, b, c = (x * w).split(2)
+    a.grad_fn.register_hook(logs_post(log))
+    (a.sum() + 2 * b.sum()).backward(inputs=[x])
+    log.append(('grads', L(x.grad), L(w.grad)))
+
+
+def _case_graphs_merge_after_the_hook(lib, log):
+    x = lib.tensor(np.arange(6.0), requires_grad=True)
+    z = lib.tensor(np.ones(2), requires_grad=True)
+    a, b, c = x.split(2)
+    a.grad_fn.register_hook(logs_post(log))
+    (a * (z * 5)).sum().backward()
+    log.append(('grads', L(x.grad), L(z.grad)))
+
+
 @pytest.mark.parametrize('case', [
     _case_split_all, _case_split_middle_only, _case_split_with_sizes_float32,
     _case_tensor_hooks_then_node_hooks, _case_unbind, _case_chunk_of_a_result, _case_var_mean,
     _case_std_mean_one_output_used, _case_retain_graph_runs_each_time, _case_large_pieces,
-    _case_create_graph, _case_autograd_grad,
+    _case_create_graph, _case_autograd_grad, _case_nested_splits, _case_backward_inputs,
+    _case_graphs_merge_after_the_hook,
 ], ids=lambda c: c.__name__[6:])
 def test_against_torch(case):
     torch = pytest.importorskip('torch')
