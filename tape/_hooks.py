@@ -107,7 +107,7 @@ class SlotHooks:
         if node is None or tape is None or not run_node or not (node.pre or node.post):
             self._run_tensor_hooks(grads)
             return False
-        if node.spans is not None:
+        if node.spans:
             # outputs with records of their own (split's pieces): the node runs
             # once, at the highest reached one, whose stop the sweep meets
             # first, when every output's gradient is complete (their users come

@@ -38,9 +38,9 @@ class NodeHooks:
         self.pre = []
         self.post = []
         self._holders = ()
-        # the records of a node whose outputs have records of their own (split's
-        # pieces), highest first; None when every output is one record's
-        self.spans = None
+        # whether the outputs have records of their own (split's pieces); the
+        # holders are then in the order the sweep meets those records
+        self.spans = False
 
     @property
     def holders(self):
@@ -61,7 +61,7 @@ def nodes_last(per_rec):
         del per_rec[s]
         per_rec[s] = h
     for node in {id(h.node): h.node for s, h in tail}.values():
-        if node.spans is None:      # (a node over several records keeps its order)
+        if not node.spans:      # (a node over several records keeps its order)
             node.holders = [h for h in per_rec.values() if h.node is node]
 
 
@@ -133,7 +133,7 @@ def register_node_hook(nd, fn, post):
     for h in holders:
         h.node = node
     if multi is not None:
-        node.spans = tuple(o[0] for o in outs)
+        node.spans = True
         node.holders = holders
     for r in {o[0] for o in outs}:
         nodes_last(tape.hooks[r])
@@ -427,7 +427,7 @@ def run_node(node, grads, tape, k, R, V, A):
     backward alone, post hooks, then its input gradients into ``grads``."""
     row = tuple(R[k].tolist())
     op = row[0] & ~BIG_FLAG
-    multi = _multi_entry(tape, k) if node.spans is not None else None
+    multi = _multi_entry(tape, k) if node.spans else None
     outs = _outputs(node, tape, row, multi)
     if op == _PYTHON:
         p = tape.py[row[6]]
@@ -588,7 +588,7 @@ def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of):
         if h.slot not in acc:
             continue
         node = h.node
-        if node is not None and node.spans is not None and (node.pre or node.post):
+        if node is not None and node.spans and (node.pre or node.post):
             # outputs with records of their own: as SlotHooks.run_compiled
             reached = [x for x in node.holders if x.slot in acc]
             if reached[0] is h:
@@ -640,7 +640,7 @@ def _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of):
     from ._grad_mode import enable_grad
     row = tuple(R[k].tolist())
     op = row[0] & ~BIG_FLAG
-    multi = _multi_entry(tape, k) if node.spans is not None else None
+    multi = _multi_entry(tape, k) if node.spans else None
     outs = _outputs(node, tape, row, multi)
     given = tuple(_ops.reshape(acc[s], shape) if s >= 0 and acc.get(s) is not None else None
                   for s, size, shape, dt, ex in outs)
