@@ -11,6 +11,7 @@ PyTorch) they still run after the Python tensor object is gone.
 Node hooks (``grad_fn.register_hook``) ride on the same stops; they live in
 tape/_node_hooks.py.
 """
+import itertools
 import weakref
 
 import numpy as np
@@ -83,7 +84,7 @@ class SlotHooks:
     SlotHooks of each output of that record.  ``exact``: whether ``shape`` is the
     tensor's own (False when only a node, which knows a size, registered it)."""
     __slots__ = ('slot', 'size', 'shape', 'dtype', 'fns', 'retain', 'name', 'node', 'exact',
-                 '__weakref__')
+                 'seq', '__weakref__')
 
     def __init__(self, t, slot=-1, size=0, shape=(), dtype=np.float64, exact=True):
         if t is not None:
@@ -96,6 +97,10 @@ class SlotHooks:
         self.fns = []
         self.retain = None       # weakref to the tensor whose .grad to fill
         self.node = None
+        # when the tensor's first hook was registered: the hooks of a node's
+        # outputs run tensor by tensor in this order (PyTorch keeps one
+        # pre-hook per output on the node, added at its first registration)
+        self.seq = None
 
     def run_compiled(self, grads, tape=None, k=-1, R=None, V=None, A=None, run_node=True):
         """Run this tensor's hooks at the sweep's stop at record k; then, if the
@@ -104,21 +109,23 @@ class SlotHooks:
         nothing below leads to an input), run the record itself and return True
         (the sweep resumes below it)."""
         node = self.node
-        if node is None or tape is None or not run_node or not (node.pre or node.post):
-            self._run_tensor_hooks(grads)
-            return False
-        if node.spans:
-            # outputs with records of their own (split's pieces): the node runs
-            # once, at the highest reached one, whose stop the sweep meets
-            # first, when every output's gradient is complete (their users come
-            # after them all); first the outputs' tensor hooks, in output order,
-            # as PyTorch runs a node's tensor pre-hooks before its own hooks
+        if node is not None and node.spans:
+            # outputs with records of their own (split's pieces): at the highest
+            # reached one, whose stop the sweep meets first, when every output's
+            # gradient is complete (their users come after them all), the
+            # outputs' tensor hooks (PyTorch runs a node's tensor pre-hooks
+            # together, before its own hooks), then the node's hooks; the lower
+            # outputs' stops have nothing left to run
             reached = [h for h in node.holders if grads.reached(h.slot)]
             if reached[0] is not self:
-                self._run_tensor_hooks(grads)
                 return False
-            for h in reversed(reached):
+            for h in in_hook_order(reached):
                 h._run_tensor_hooks(grads)
+            if tape is None or not run_node or not (node.pre or node.post):
+                return False
+        elif node is None or tape is None or not run_node or not (node.pre or node.post):
+            self._run_tensor_hooks(grads)
+            return False
         else:
             self._run_tensor_hooks(grads)
             if len(node.holders) > 1:
@@ -168,6 +175,15 @@ class SlotHooks:
         self.slot = shift_slot(self.slot, shift)
 
 
+_registered = itertools.count()
+
+
+def in_hook_order(holders):
+    """SlotHooks of one node's outputs in the order their first hooks were
+    registered; those with none (a retain_grad alone) last."""
+    return sorted(holders, key=lambda h: (h.seq is None, h.seq or 0))
+
+
 def _slot_hooks(t):
     from ._tape import resolve
     tape = t._tape
@@ -209,7 +225,13 @@ def register_hook(t, fn):
             fns.insert(next(i for i, f in enumerate(fns) if f is runner), fn)
             return RemovableHandle(fns, fn)
     else:
-        fns = _slot_hooks(t).fns
+        h = _slot_hooks(t)
+        if h.seq is None:
+            h.seq = next(_registered)
+            if h.node is None and t._tape.names is not None:     # (resolved above)
+                from ._node_hooks import span_node_of
+                span_node_of(t, t._tape)
+        fns = h.fns
     fns.append(fn)
     return RemovableHandle(fns, fn)
 

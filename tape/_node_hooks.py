@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ._big import BIG_BASE, BIG_FLAG, Grads
-from ._hooks import RemovableHandle, SlotHooks
+from ._hooks import RemovableHandle, SlotHooks, in_hook_order
 from ._rules import OP, RULES
 from ._tape import STALE
 from ._tensor import Tensor, _leaf
@@ -90,6 +90,50 @@ def _multi_entry(tape, rec):
     return e if e is not None and e.outs is not None and e.out_info is not None else None
 
 
+def _node_of(tape, outs):
+    """The NodeHooks of the node whose outputs are ``outs`` ((record, slot, shape,
+    dtype, exact) each), made with a SlotHooks per output where missing."""
+    holders = []
+    for r, s, shape, dt, exact in outs:
+        per_rec = tape.hooks.setdefault(r, {})
+        h = per_rec.get(s)
+        if h is None:
+            h = per_rec[s] = SlotHooks(None, s, int(math.prod(shape)), shape, dt, exact)
+        elif exact and not h.exact:
+            h.shape, h.dtype, h.exact = shape, dt, True
+        holders.append(h)
+    node = next((h.node for h in holders if h.node is not None), None) or NodeHooks()
+    for h in holders:
+        h.node = node
+    for r in {o[0] for o in outs}:
+        nodes_last(tape.hooks[r])
+    return node
+
+
+def _span_node(tape, multi):
+    """The NodeHooks of a node whose outputs have records of their own (split's
+    pieces; ``multi``: its names entry), carried by each output's SlotHooks,
+    highest record first, the order the sweep meets them."""
+    outs = sorted(((r, s, tuple(shape), dt, True)
+                   for (r, s), (shape, dt) in zip(multi.outs, multi.out_info)),
+                  key=lambda o: -o[0])
+    if tape.hooks is None:
+        tape.hooks = {}
+    node = _node_of(tape, outs)
+    if not node.spans:
+        node.spans = True
+        node.holders = [tape.hooks[r][s] for r, s, *_ in outs]
+    return node
+
+
+def span_node_of(t, tape):
+    """For a tensor hook on ``t`` (on ``tape``, resolved): the node of several
+    records that made ``t`` (split's pieces), so that its outputs' tensor hooks
+    run together, in PyTorch's order; else None."""
+    multi = _multi_entry(tape, t._rec)
+    return _span_node(tape, multi) if multi is not None else None
+
+
 def register_node_hook(nd, fn, post):
     """``grad_fn.register_hook(fn)`` (post) or ``register_prehook(fn)``.
 
@@ -113,30 +157,11 @@ def register_node_hook(nd, fn, post):
         outs = [(rec, s, shape, dt, True) for s, shape, dt in
                 zip(p.out_slots, p.out_shapes, p.out_dtypes) if s >= 0]
     elif multi is not None:
-        # each output on its record (split's pieces): hooks on each, highest
-        # record first, the order the sweep meets them
-        outs = sorted(((r, s, tuple(shape), dt, True)
-                       for (r, s), (shape, dt) in zip(multi.outs, multi.out_info)),
-                      key=lambda o: -o[0])
+        node = _span_node(tape, multi)
     else:
         outs = [(rec, out, *_out_info(tape, rec, out, n, nd))]
-    holders = []
-    for r, s, shape, dt, exact in outs:
-        per_rec = tape.hooks.setdefault(r, {})
-        h = per_rec.get(s)
-        if h is None:
-            h = per_rec[s] = SlotHooks(None, s, int(math.prod(shape)), shape, dt, exact)
-        elif exact and not h.exact:
-            h.shape, h.dtype, h.exact = shape, dt, True
-        holders.append(h)
-    node = next((h.node for h in holders if h.node is not None), None) or NodeHooks()
-    for h in holders:
-        h.node = node
-    if multi is not None:
-        node.spans = True
-        node.holders = holders
-    for r in {o[0] for o in outs}:
-        nodes_last(tape.hooks[r])
+    if multi is None:
+        node = _node_of(tape, outs)
     fns = node.post if post else node.pre
     fns.append(fn)
     return RemovableHandle(fns, fn)
@@ -588,17 +613,18 @@ def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of):
         if h.slot not in acc:
             continue
         node = h.node
-        if node is not None and node.spans and (node.pre or node.post):
+        if node is not None and node.spans:
             # outputs with records of their own: as SlotHooks.run_compiled
             reached = [x for x in node.holders if x.slot in acc]
-            if reached[0] is h:
-                for x in reversed(reached):
-                    if x.fns or x.retain is not None:
-                        acc[x.slot] = x.run_differentiable(acc[x.slot])
+            if reached[0] is not h:
+                continue
+            for x in in_hook_order(reached):
+                if x.fns or x.retain is not None:
+                    acc[x.slot] = x.run_differentiable(acc[x.slot])
+            if node.pre or node.post:
                 _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of)
                 ran = True
-                continue
-            node = None
+            continue
         if h.fns or h.retain is not None:
             acc[h.slot] = h.run_differentiable(acc[h.slot])
         if node is None or not (node.pre or node.post):

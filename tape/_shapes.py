@@ -233,8 +233,17 @@ def split(a, split_size_or_sections, dim=0):
                              multi=node))
         start += s
     if parts[0]._tape is not None:      # one node of all the parts, as PyTorch's
+        _one_tape(a, parts)
         name_outputs(parts, node, (a,))
     return tuple(parts)
+
+
+def _one_tape(a, parts):
+    """Put the pieces of leaf ``a`` on one tape, for their one node: a piece
+    of a large leaf is a large record, and a tape holding one adopts no new
+    leaf-started graph (tape/_tape.py open_tape), so each piece started its own."""
+    if a._tape is None and any(p._tape is not parts[0]._tape for p in parts):
+        _ops.tape_of_all(parts, new=False)
 
 
 def _picker(key):
@@ -264,6 +273,7 @@ def unbind(a, dim=0):
         out.append(as_view(take_as('unbind', a, d[key], idx[key], key), a, _picker(key),
                            multi='UnbindBackward0'))
     if out and out[0]._tape is not None:
+        _one_tape(a, out)
         name_outputs(out, 'UnbindBackward0', (a,))
     return tuple(out)
 

@@ -70,6 +70,52 @@ def test_removed_hook_leaves_the_plain_sweep():
     assert x.grad.tolist() == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
 
 
+@pytest.mark.parametrize('create_graph', [False, True])
+@pytest.mark.parametrize('node_hook', [False, True])
+def test_pieces_tensor_hooks_run_in_first_registration_order(create_graph, node_hook):
+    # PyTorch keeps one tensor pre-hook per output on the node, added when that
+    # output's first hook is registered, and runs them in that order, then the
+    # node's own hooks; a later hook on an output runs with its first one
+    x = t64(np.arange(6.0))
+    a, b, c = (x * 1).split(2)
+    log = []
+    c.register_hook(lambda g: log.append(('c1', g.tolist())))
+    a.register_hook(lambda g: log.append(('a1', g.tolist())) or g * 10)
+    b.retain_grad()
+    b.register_hook(lambda g: log.append(('b1', g.tolist())) or g * 2)
+    c.register_hook(lambda g: log.append(('c2', g.tolist())))
+    a.register_hook(lambda g: log.append(('a2', g.tolist())))
+    if node_hook:
+        a.grad_fn.register_prehook(lambda go: log.append(('pre', vals(go))))
+    loss = a.sum() + 2 * b.sum() + 3 * c.sum()
+    if create_graph:
+        g, = tape.autograd.grad(loss, x, create_graph=True)
+    else:
+        loss.backward()
+        g = x.grad
+    want = [('c1', [3.0, 3.0]), ('c2', [3.0, 3.0]), ('a1', [1.0, 1.0]),
+            ('a2', [10.0, 10.0]), ('b1', [2.0, 2.0])]
+    if node_hook:
+        want.append(('pre', [[10.0, 10.0], [4.0, 4.0], [3.0, 3.0]]))
+    assert log == want
+    assert g.tolist() == [10.0, 10.0, 4.0, 4.0, 3.0, 3.0]
+    if not create_graph:
+        assert b.grad.tolist() == [4.0, 4.0]
+
+
+def test_pieces_tensor_hooks_once_per_backward_with_retain_graph():
+    x = t64(np.arange(4.0))
+    a, b = (x * 2).unbind(0)[:2]
+    log = []
+    b.register_hook(lambda g: log.append('b'))
+    a.register_hook(lambda g: log.append('a'))
+    loss = a * b
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert log == ['b', 'a', 'b', 'a']
+    assert x.grad.tolist() == [8.0, 0.0, 0.0, 0.0]    # twice 2 * b, 2 * a
+
+
 def test_compiled_and_create_graph_sweeps_agree():
     def run(create_graph):
         x = t64(np.linspace(-1.0, 2.0, 9))
@@ -137,6 +183,15 @@ def _case_tensor_hooks_then_node_hooks(lib, log):
     log.append(('c.grad', L(c.grad)))
 
 
+def _case_pieces_tensor_hooks_order(lib, log):
+    x = lib.tensor(np.arange(12.0), requires_grad=True)
+    p = (x * 3).chunk(4)
+    for i in (2, 0, 3, 2, 1, 0):
+        p[i].register_hook(lambda g, i=i: log.append((i, L(g))) or g * (i + 1))
+    sum(p[i].sum() * (i + 1) for i in range(4)).backward()
+    log.append(('x.grad', L(x.grad)))
+
+
 def _case_unbind(lib, log):
     x = lib.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
     r = x.unbind(0)
@@ -190,6 +245,22 @@ def _case_large_pieces(lib, log):
     log.append(('x.grad', round(float(x.grad.sum()), 6), round(float(x.grad[:30000].sum()), 6)))
 
 
+def _case_large_leaf_pieces(lib, log):
+    # pieces of a large leaf: one node, though each piece is a large record
+    x = lib.tensor(np.linspace(0, 1, 90000), requires_grad=True)
+    a, b, c = x.split(30000)
+    log.append(('one node', a.grad_fn is b.grad_fn is c.grad_fn, type(a.grad_fn).__name__))
+    c.register_hook(lambda g: log.append('c'))
+    a.register_hook(lambda g: log.append('a'))
+    b.grad_fn.register_prehook(lambda go: log.append((
+        'pre', [None if g is None else round(float(g.sum()), 6) for g in go])))
+    (a * 2 + c).sum().backward(retain_graph=True)
+    (c * 3 + a).sum().backward()
+    log.append(('x.grad', round(float(x.grad.sum()), 6), round(float(x.grad[:30000].sum()), 6)))
+    r = lib.tensor(np.ones((3, 30000)), requires_grad=True).unbind(0)
+    log.append(('unbind', r[0].grad_fn is r[2].grad_fn, type(r[0].grad_fn).__name__))
+
+
 def _case_create_graph(lib, log):
     x = lib.tensor(np.arange(1.0, 7.0), requires_grad=True)
     a, b, c = x.split(2)
@@ -241,8 +312,9 @@ def _case_graphs_merge_after_the_hook(lib, log):
 
 @pytest.mark.parametrize('case', [
     _case_split_all, _case_split_middle_only, _case_split_with_sizes_float32,
-    _case_tensor_hooks_then_node_hooks, _case_unbind, _case_chunk_of_a_result, _case_var_mean,
+    _case_tensor_hooks_then_node_hooks, _case_pieces_tensor_hooks_order, _case_unbind, _case_chunk_of_a_result, _case_var_mean,
     _case_std_mean_one_output_used, _case_retain_graph_runs_each_time, _case_large_pieces,
+    _case_large_leaf_pieces,
     _case_create_graph, _case_autograd_grad, _case_nested_splits, _case_backward_inputs,
     _case_graphs_merge_after_the_hook,
 ], ids=lambda c: c.__name__[6:])
