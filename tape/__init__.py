@@ -56,6 +56,15 @@ double = float64
 long = int64
 half = float16
 short = int16
+# the class of the dtypes above (``isinstance(x.dtype, tape.dtype)``, annotations):
+# tape's dtypes are NumPy's, so they lack torch.dtype's attributes
+# (``is_floating_point``, ``itemsize`` is NumPy's own)
+dtype = np.dtype
+
+# torch's constants (``torch.pi``, ``x[:, torch.newaxis]``)
+import math as _math  # noqa: E402
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+newaxis = None
 
 from ._dtypes import default_dtype as _default_dtype  # noqa: E402  (shared with the ops)
 _rng = [np.random.default_rng()]
@@ -1011,8 +1020,14 @@ def _bind():
             return o.inplace(a, name, other, alpha)
         f.__name__ = name + '_'
         return f
-    T.add_, T.sub_, T.mul_, T.div_ = (_inplace(n) for n in ('add', 'sub', 'mul', 'div'))
-    T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, T.div_
+    T.add_, T.sub_, T.mul_, true_div_ = (_inplace(n) for n in ('add', 'sub', 'mul', 'div'))
+    T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, true_div_
+
+    def div_(a, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return true_div_(a, other)
+        return o.inplace_apply(a, div, other, rounding_mode=rounding_mode)
+    T.div_ = div_
 
     def zero_(a):
         d = a._data
@@ -1424,6 +1439,7 @@ def _view_base(self):
 
 
 Tensor._base = property(_view_base)
+Tensor._is_view = lambda self: _view_base(self) is not None
 Tensor.qr = lambda self, some=True: qr(self, some)
 Tensor.cholesky_solve = lambda self, input2, upper=False: cholesky_solve(self, input2, upper)
 Tensor.cholesky_inverse = lambda self, upper=False: cholesky_inverse(self, upper)
@@ -1735,3 +1751,86 @@ def __getattr__(name):
 
 from . import testing, random, backends, amp  # noqa: E402,F401  (tape/testing.py, random.py, backends/, amp/)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401
+
+
+def _numpy_dim_names(fn):
+    """``fn`` also taking NumPy's ``axis=`` and ``keepdims=`` for ``dim=`` and
+    ``keepdim=``, as PyTorch's reductions and dim ops do (``x.sum(axis=1)``)."""
+    import functools
+
+    @functools.wraps(fn)
+    def f(*args, **kw):
+        if kw:
+            if 'axis' in kw:
+                if 'dim' in kw:
+                    raise TypeError(f"{fn.__name__}() got multiple values for argument 'dim' "
+                                    f"(as 'axis' and 'dim')")
+                kw['dim'] = kw.pop('axis')
+            if 'keepdims' in kw:
+                if 'keepdim' in kw:
+                    raise TypeError(f"{fn.__name__}() got multiple values for argument "
+                                    f"'keepdim' (as 'keepdims' and 'keepdim')")
+                kw['keepdim'] = kw.pop('keepdims')
+        return fn(*args, **kw)
+    return f
+
+
+def _install_numpy_dim_names():
+    names = ('sum', 'mean', 'std', 'var', 'prod', 'amax', 'amin', 'median', 'nanmedian',
+             'logsumexp', 'all', 'any', 'nansum', 'nanmean', 'cumsum', 'cumprod', 'cummax',
+             'cummin', 'logcumsumexp', 'softmax', 'log_softmax', 'sort', 'argsort', 'kthvalue',
+             'mode', 'quantile', 'nanquantile', 'unbind', 'diff', 'count_nonzero', 'aminmax',
+             'var_mean', 'std_mean', 'unsqueeze', 'squeeze', 'cat', 'concat', 'concatenate',
+             'stack', 'max', 'min', 'argmax', 'argmin', 'topk', 'chunk',
+             'cumulative_trapezoid')
+    g = globals()
+    for name in names:
+        if name in g and callable(g[name]):
+            g[name] = _numpy_dim_names(g[name])
+        m = Tensor.__dict__.get(name)
+        if m is not None and callable(m):
+            setattr(Tensor, name, _numpy_dim_names(m))
+
+
+_install_numpy_dim_names()
+
+
+def _keyword_names(fn, names):
+    """Method ``fn(self, *args)`` also taking its leading arguments by PyTorch's
+    keyword ``names`` (``x.flip(dims=(0,))``, ``x.new_zeros(size=(2,))``); a
+    sequence given for a method of varargs is passed as one argument, which
+    those methods take as PyTorch's do."""
+    import functools
+
+    @functools.wraps(fn)
+    def f(self, *args, **kw):
+        if kw:
+            for i, name in enumerate(names):
+                if name in kw:
+                    if len(args) != i:
+                        raise TypeError(f"{fn.__name__}() got multiple values for argument "
+                                        f"'{name}'" if len(args) > i else
+                                        f"{fn.__name__}() missing an argument before "
+                                        f"'{name}'")
+                    args = args + (kw.pop(name),)
+        return fn(self, *args, **kw)
+    return f
+
+
+def _install_keyword_names():
+    # (not the hot binary methods, mul/matmul/mm: each call would pay the wrapper)
+    table = {'flip': ('dims',), 'permute': ('dims',), 'reshape': ('shape',),
+             'view': ('dtype',), 'expand': ('size',), 'repeat': ('repeats',),
+             'tile': ('dims',), 'new_zeros': ('size',), 'new_ones': ('size',),
+             'new_empty': ('size',), 'new_full': ('size', 'fill_value'),
+             'split': ('split_size',), 'pow': ('exponent',), 'bmm': ('mat2',),
+             'allclose': ('other',), 'isclose': ('other',), 'maximum': ('other',),
+             'minimum': ('other',), 'eq': ('other',), 'ne': ('other',), 'lt': ('other',),
+             'le': ('other',), 'gt': ('other',), 'ge': ('other',)}
+    for name, names in table.items():
+        m = Tensor.__dict__.get(name)
+        if m is not None and callable(m):
+            setattr(Tensor, name, _keyword_names(m, names))
+
+
+_install_keyword_names()

@@ -387,6 +387,8 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f'assigned grad expected to be a Tensor or None but got '
                                 f'grad of type {type(value).__name__}')
+            if value is self:       # (a backward would accumulate into the values)
+                raise RuntimeError("can't assign Variable as its own grad")
             if value._data.shape != self._data.shape:
                 raise RuntimeError(f'assigned grad has data of a different size: '
                                    f'{tuple(value._data.shape)} vs {tuple(self._data.shape)}')
@@ -687,11 +689,12 @@ class Tensor:
     __str__ = __repr__
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
-        """``x.type()``: the legacy type name ('tape.FloatTensor'); ``x.type(dtype)``
+        """``x.type()``: the legacy type name, PyTorch's ('torch.FloatTensor'), so
+        that code comparing it with PyTorch's names runs unchanged; ``x.type(dtype)``
         or ``x.type('torch.DoubleTensor')`` (also 'tape.DoubleTensor'): ``x.to(dtype)``."""
         if dtype is None:
             name = _TYPE_NAMES.get(self._data.dtype)
-            return 'tape.' + name if name else str(self._data.dtype)
+            return 'torch.' + name if name else str(self._data.dtype)
         dtype = getattr(dtype, '_legacy_dtype', dtype)     # x.type(tape.DoubleTensor)
         if isinstance(dtype, str):
             module, _, name = dtype.rpartition('.')

@@ -30,7 +30,7 @@ try:
 except ImportError:                 # NumPy before 2.0
     from numpy import byte_bounds
 
-from ._tape import STALE
+from ._tape import STALE, grad_mode
 from ._tensor import Tensor, _leaf
 
 
@@ -59,6 +59,10 @@ def as_view(res, a, vfn, multi=None):
     e['view'] = (base, fn)
     if multi is not None:
         e['view_multi'] = multi
+    if not grad_mode.enabled:
+        e['view_no_grad'] = 1       # (see check_inplace)
+    elif ext is not None and ext.get('view_no_grad'):
+        e['view_no_grad'] = 2       # a view of such a view
     if base._tape is not None:
         # only a graph tensor's views need re-reading when it changes: a leaf
         # that requires grad cannot be changed in place while recording, and
@@ -157,6 +161,19 @@ def check_inplace(t, opname, grad_enabled):
     if src is None or not grad_enabled:
         return
     base = src[0]
+    made = t._extra.get('view_no_grad')
+    if made and (base._rg or t._rg):
+        # PyTorch's CreationMeta::NO_GRAD_MODE: whether the change should be
+        # recorded is ambiguous, so it is refused
+        raise RuntimeError(
+            ('A view was created in no_grad mode' if made == 1 else
+             'A view of a view which was created in no_grad mode') +
+            f' and is being modified inplace with grad mode enabled ({opname} on a view '
+            f'of shape {tuple(np.shape(t._data))}). Given that this use case is ambiguous '
+            'and error-prone, it is forbidden. You can clarify your code by moving both the '
+            'view and the inplace either both inside the no_grad block (if you don\'t want '
+            'the inplace to be tracked) or both outside (if you want the inplace to be '
+            'tracked).')
     multi = t._extra.get('view_multi')
     if multi is not None and (base._rg or t._rg):
         raise RuntimeError(f'Output of {multi} is a view and is being modified inplace ({opname}). '

@@ -619,7 +619,7 @@ def test_small_extras():
     close(tape.fill(T(x), 2.5), torch.fill(TT(x), 2.5))
     for a, b in zip(tape.unsafe_split(T(x), 2, 1), torch.unsafe_split(TT(x), 2, 1)):
         close(a, b)
-    assert tape.typename(tape.zeros(1)) == 'tape.FloatTensor'
+    assert tape.typename(tape.zeros(1)) == 'torch.FloatTensor'
     assert tape.typename(3) == torch.typename(3) == 'int'
     assert tape.get_device(tape.zeros(1)) == torch.get_device(torch.zeros(1)) == -1
     assert tape.is_conj(tape.zeros(1)) is False and tape.is_neg(tape.zeros(1)) is False

@@ -127,7 +127,7 @@ def test_cpu_is_self_and_cuda_raises_like_torch_without_cuda():
     ('int64', 'LongTensor'), ('int32', 'IntTensor'), ('int16', 'ShortTensor'),
     ('int8', 'CharTensor'), ('uint8', 'ByteTensor'), ('bool', 'BoolTensor')])
 def test_type_names(dtype, name):
-    assert tape.zeros(1, dtype=getattr(tape, dtype)).type() == 'tape.' + name
+    assert tape.zeros(1, dtype=getattr(tape, dtype)).type() == 'torch.' + name
     torch = _torch()
     assert torch.zeros(1, dtype=getattr(torch, dtype)).type() == 'torch.' + name
 

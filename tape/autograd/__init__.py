@@ -24,8 +24,29 @@ from . import functional  # noqa: E402
 from . import forward_ad  # noqa: E402
 from . import graph  # noqa: E402
 from . import profiler  # noqa: E402,F401
-from .. import _grad_mode as grad_mode  # noqa: E402,F401  (torch.autograd.grad_mode)
+from . import grad_mode  # noqa: E402,F401  (torch.autograd.grad_mode)
 from .._grad_mode import inference_mode  # noqa: E402,F401
+
+
+class set_multithreading_enabled:
+    """``torch.autograd.set_multithreading_enabled(mode)``: a context manager (and
+    decorator) PyTorch uses to run backward on its device threads or not.  tape's
+    backward always runs on the calling thread, so the mode changes nothing."""
+
+    def __init__(self, mode):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_multithreading_enabled(): argument 'mode' must be bool, "
+                            f'not {type(mode).__name__}')
+        self.mode = mode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        return fn
 
 __all__ = ['backward', 'grad', 'Variable', 'Function', 'FunctionCtx', 'once_differentiable',
            'gradcheck', 'gradgradcheck', 'GradcheckError',

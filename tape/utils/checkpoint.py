@@ -193,7 +193,7 @@ def _detached(t):
 class _Frame:
     """What the non-reentrant checkpoint keeps between forward and backward."""
     __slots__ = ('function', 'args', 'kwargs', 'args_count', 'n_in', 'params', 'rng_state',
-                 'outs')
+                 'outs', 'differentiable')
 
 
 class _NonReentrantCheckpoint(Function):
@@ -203,6 +203,12 @@ class _NonReentrantCheckpoint(Function):
         ctx.save_for_backward(*tensors[:frame.n_in])
         outs = frame.outs
         frame.outs = None
+        # an output the function's own graph does not reach (a detached tensor, a
+        # constant) does not require grad, as in PyTorch, where the outputs are
+        # the function's own
+        fixed = [o for o, d in zip(outs, frame.differentiable) if not d]
+        if fixed:
+            ctx.mark_non_differentiable(*fixed)
         return tuple(outs)
 
     @staticmethod
@@ -275,6 +281,7 @@ def _checkpoint_without_reentrant(function, preserve, args, kwargs):
     frame.params = params
     frame.rng_state = rng_state
     frame.outs = [o.detach() for o in flat]
+    frame.differentiable = [o.requires_grad for o in flat]
     del out, flat
     res = _NonReentrantCheckpoint.apply(frame, *inputs, *params)
     return _unflatten(out_spec, iter(res))
