@@ -1151,8 +1151,15 @@ def remainder(input, other, *, out=None):  # noqa: A002
             _no_integer_zero(other._data if isinstance(other, Tensor) else other)
         return _ew.remainder(input, other)
     if isinstance(other, Tensor):
-        return _ew.rremainder(other, input)
+        return _rremainder(other, input)
     raise TypeError(f"remainder(): argument 'input' must be Tensor, not {type(input).__name__}")
+
+
+def _rremainder(a, b):
+    """``b % a`` for a number ``b``: an integer divisor of zero raises, as above."""
+    if a._data.dtype.kind in 'iub' and isinstance(b, (builtins.int, np.integer)):
+        _no_integer_zero(a._data)
+    return _ew.rremainder(a, b)
 
 
 def fmod(input, other, *, out=None):  # noqa: A002
@@ -1352,7 +1359,7 @@ def _bind_more():
         return op
     T.__eq__, T.__ne__, T.__lt__ = _operator(_ew.eq), _operator(_ew.ne), _operator(_ew.lt)
     T.__le__, T.__gt__, T.__ge__ = _operator(_ew.le), _operator(_ew.gt), _operator(_ew.ge)
-    T.__mod__, T.__rmod__ = remainder, _ew.rremainder
+    T.__mod__, T.__rmod__ = remainder, _rremainder
     T.__pos__ = lambda a: a
     T.__floordiv__ = floor_divide
     T.__rfloordiv__ = lambda a, b: floor_divide(b, a)

@@ -449,11 +449,11 @@ class Tensor:
     # -- shape and conversion -----------------------------------------
     @property
     def shape(self):
-        return Size(self._data.shape)
+        return _size_of(Size, self._data.shape)
 
     def size(self, dim=None):
         if dim is None:
-            return Size(self._data.shape)
+            return _size_of(Size, self._data.shape)
         return self._data.shape[_norm_dim(dim, self._data.ndim, 'size')]
 
     def dim(self):
@@ -776,9 +776,17 @@ class Tensor:
         return _ops.inplace(self, 'copy', src)
 
 
+_size_of = tuple.__new__
+
+
 class Size(tuple):
     """The shape of a tensor: a tuple that prints like ``tape.Size([2, 3])``;
     its slices, sums with tuples and repeats are Sizes too, as PyTorch's."""
+    def __new__(cls, sizes=()):
+        # each size an integer, or what converts to one (a 0-d integer tensor),
+        # as PyTorch's; a tensor's own shape takes _size_of, which skips this
+        return _size_of(cls, [s if type(s) is int else operator.index(s) for s in sizes])
+
     def __repr__(self):
         return f'tape.Size({list(self)})'
 

@@ -225,3 +225,25 @@ def test_method_keyword_names(lib):
     assert x.grad.tolist() == [[8.0, 5.0], [40.0, 33.0]]
     with pytest.raises(TypeError):
         x.flip((0,), dims=(0,))
+
+
+@pytest.mark.parametrize('lib', _libs(), ids=lambda m: m.__name__)
+def test_number_remainder_by_an_integer_zero(lib):
+    t = lib.tensor([0, 2])
+    with pytest.raises(RuntimeError, match='ZeroDivisionError'):
+        5 % t
+    with pytest.raises(RuntimeError, match='ZeroDivisionError'):
+        lib.remainder(5, t)
+    assert (5 % lib.tensor([3, -2])).tolist() == [2, -1]
+    r = 5 % lib.tensor([0.0, 2.0])           # a float divisor of zero gives NaN
+    assert math.isnan(r[0].item()) and r[1].item() == 1.0
+
+
+@pytest.mark.parametrize('lib', _libs(), ids=lambda m: m.__name__)
+def test_size_of_integer_tensors(lib):
+    s = lib.Size([lib.tensor(2), np.int64(3), 4])
+    assert s == (2, 3, 4) and type(s[0]) is int
+    assert lib.zeros(s).shape == s
+    with pytest.raises(TypeError):
+        lib.Size([2.5])
+    assert lib.Size() == () and isinstance(lib.ones(2, 3).shape[1:], lib.Size)
