@@ -1762,12 +1762,15 @@ from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402
 
 def _numpy_dim_names(fn):
     """``fn`` also taking NumPy's ``axis=`` and ``keepdims=`` for ``dim=`` and
-    ``keepdim=``, as PyTorch's reductions and dim ops do (``x.sum(axis=1)``)."""
+    ``keepdim=``, as PyTorch's reductions and dim ops do (``x.sum(axis=1)``), and
+    its tensor as ``input=``."""
     import functools
 
     @functools.wraps(fn)
     def f(*args, **kw):
         if kw:
+            if 'input' in kw and not args:      # tape.sum(input=x), as torch.sum takes it
+                args = (kw.pop('input'),)
             if 'axis' in kw:
                 if 'dim' in kw:
                     raise TypeError(f"{fn.__name__}() got multiple values for argument 'dim' "
@@ -1841,3 +1844,44 @@ def _install_keyword_names():
 
 
 _install_keyword_names()
+
+
+def _input_keyword(fn):
+    """Function ``fn(a, ...)`` also taking its tensor as PyTorch's ``input=``."""
+    import functools
+
+    @functools.wraps(fn)
+    def f(*args, **kw):
+        if 'input' in kw and not args:
+            args = (kw.pop('input'),)
+        return fn(*args, **kw)
+    return f
+
+
+def _install_input_keyword():
+    # (not the hot elementwise and product functions: each call would pay the wrapper)
+    g = globals()
+    for name in ('clamp', 'clip', 'gather', 'flip', 'transpose', 'reshape', 'permute', 'norm',
+                 'isnan', 'isinf', 'isfinite', 'isclose', 'allclose', 'nonzero',
+                 'searchsorted', 'masked_select', 'index_select', 'scatter', 'scatter_add',
+                 'scatter_reduce', 'take', 'movedim', 'swapaxes', 'full_like', 'zeros_like',
+                 'ones_like', 'rand_like', 'randn_like', 'empty_like', 'repeat_interleave',
+                 'flatten', 'narrow', 'select', 'roll', 'tril', 'triu', 'diag', 'diagonal',
+                 'masked_fill', 'abs', 'neg', 'square', 'sign'):
+        fn = g.get(name)
+        if fn is None or not callable(fn) or isinstance(fn, type):
+            continue
+        try:
+            import inspect
+            first = next(iter(inspect.signature(fn).parameters.values()), None)
+        except (TypeError, ValueError):
+            continue
+        if first is not None and first.name != 'input' and first.kind in (
+                first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD, first.VAR_POSITIONAL):
+            g[name] = _input_keyword(fn)
+    # varargs after the tensor, by PyTorch's keyword (tape.reshape(x, shape=(6,)))
+    for name, names in (('reshape', ('shape',)), ('permute', ('dims',))):
+        g[name] = _input_keyword(_keyword_names(g[name], names))
+
+
+_install_input_keyword()

@@ -57,6 +57,8 @@ def _apply(fns, g, shape, where, grad_enabled=False):
         for fn in list(fns):
             r = fn(g)
             if r is not None:
+                if g is None:       # (an output nothing used: see SlotHooks.run_unused)
+                    raise RuntimeError("can't replace a None gradient with a non-None value")
                 # PyTorch's messages (``where``: which tensor's hook, for the reader)
                 name = getattr(fn, '__name__', type(fn).__name__)
                 if not isinstance(r, Tensor):
@@ -116,11 +118,15 @@ class SlotHooks:
             # outputs' tensor hooks (PyTorch runs a node's tensor pre-hooks
             # together, before its own hooks), then the node's hooks; the lower
             # outputs' stops have nothing left to run
-            reached = [h for h in node.holders if grads.reached(h.slot)]
+            holders = node.holders
+            reached = [h for h in holders if grads.reached(h.slot)]
             if reached[0] is not self:
                 return False
-            for h in in_hook_order(reached):
-                h._run_tensor_hooks(grads)
+            for h in in_hook_order(holders):
+                if h in reached:
+                    h._run_tensor_hooks(grads)
+                else:
+                    h.run_unused()
             if tape is None or not run_node or not (node.pre or node.post):
                 return False
         elif node is None or tape is None or not run_node or not (node.pre or node.post):
@@ -153,6 +159,12 @@ class SlotHooks:
                 grads.set(s, self.size, new._data)
             self._retain(new, copy=True)
 
+    def run_unused(self):
+        """The hooks of an output nothing used, when its node runs: PyTorch calls
+        them with None (and refuses a gradient one returns)."""
+        if self.fns:
+            _apply(self.fns, None, self.shape, 'a non-leaf tensor')
+
     def run_differentiable(self, g_flat):
         from . import _ops
         g = _ops.reshape(g_flat, self.shape)
@@ -176,6 +188,20 @@ class SlotHooks:
 
 
 _registered = itertools.count()
+
+
+def run_unused_outputs(tape, row, per_rec, reached):
+    """At the stop of a custom Function's record ``row`` that runs (an output of it
+    was reached): the hooks of its outputs nothing used get None, as PyTorch's do.
+    (Run before the used outputs' hooks, not among them in registration order.)"""
+    from ._rules import OP
+    from ._big import BIG_FLAG
+    if (row[0] & ~BIG_FLAG) != OP['python']:
+        return
+    idle = [h for h in per_rec.values() if h.fns and not reached(h.slot)]
+    if idle and any(s >= 0 and reached(s) for s in tape.py[row[6]].out_slots):
+        for h in idle:
+            h.run_unused()
 
 
 def in_hook_order(holders):

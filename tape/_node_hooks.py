@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ._big import BIG_BASE, BIG_FLAG, Grads
-from ._hooks import RemovableHandle, SlotHooks, in_hook_order
+from ._hooks import RemovableHandle, SlotHooks, in_hook_order, run_unused_outputs
 from ._rules import OP, RULES
 from ._tape import STALE
 from ._tensor import Tensor, _leaf
@@ -609,17 +609,21 @@ def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of):
     its outputs' tensor hooks, then its node hooks, which run the record's backward
     with Tensor ops themselves.  Returns True when they did (skip the record)."""
     ran = False
+    run_unused_outputs(tape, R[k].tolist(), per_rec, acc.__contains__)
     for h in list(per_rec.values()):
         if h.slot not in acc:
             continue
         node = h.node
         if node is not None and node.spans:
             # outputs with records of their own: as SlotHooks.run_compiled
-            reached = [x for x in node.holders if x.slot in acc]
+            holders = node.holders
+            reached = [x for x in holders if x.slot in acc]
             if reached[0] is not h:
                 continue
-            for x in in_hook_order(reached):
-                if x.fns or x.retain is not None:
+            for x in in_hook_order(holders):
+                if x.slot not in acc:
+                    x.run_unused()
+                elif x.fns or x.retain is not None:
                     acc[x.slot] = x.run_differentiable(acc[x.slot])
             if node.pre or node.post:
                 _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of)

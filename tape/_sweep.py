@@ -426,6 +426,9 @@ def _run(roots, grads, retain_graph, inputs, accumulate):
             # the record's own node hooks only if the engine runs it: not the record
             # that made an input, below which nothing leads to an input
             run_node = stop != floor and (needed is None or bool(needed[stop]))
+            if run_node:
+                from ._hooks import run_unused_outputs
+                run_unused_outputs(tape, R[stop].tolist(), hooks[stop], store.reached)
             for h in hooks[stop].values():
                 if store.reached(h.slot) and h.run_compiled(store, tape, stop, R, V, A,
                                                             run_node=run_node):

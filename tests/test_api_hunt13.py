@@ -247,3 +247,20 @@ def test_size_of_integer_tensors(lib):
     with pytest.raises(TypeError):
         lib.Size([2.5])
     assert lib.Size() == () and isinstance(lib.ones(2, 3).shape[1:], lib.Size)
+
+
+@pytest.mark.parametrize('lib', _libs(), ids=lambda m: m.__name__)
+def test_functions_take_input_by_keyword(lib):
+    x = lib.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], dtype=lib.float64, requires_grad=True)
+    assert lib.sum(input=x).item() == 21.0
+    assert lib.cumsum(input=x, dim=1)[0].tolist() == [1.0, 6.0, 9.0]
+    assert lib.amax(input=x, dim=0).tolist() == [4.0, 5.0, 6.0]
+    assert lib.clamp(input=x, max=4.0)[1].tolist() == [4.0, 2.0, 4.0]
+    assert tuple(lib.reshape(input=x, shape=(3, 2)).shape) == (3, 2)
+    assert tuple(lib.permute(input=x, dims=(1, 0)).shape) == (3, 2)
+    assert tuple(lib.transpose(input=x, dim0=0, dim1=1).shape) == (3, 2)
+    assert lib.index_select(input=x, dim=1, index=lib.tensor([2])).tolist() == [[3.0], [6.0]]
+    assert lib.zeros_like(input=x).sum().item() == 0.0
+    assert lib.where(x > 3, x, 0.0)[0].tolist() == [0.0, 5.0, 0.0]   # (where's input is 2nd)
+    (lib.std(input=x) + lib.flip(input=x, dims=(1,))[0, 0]).backward()
+    assert x.grad[0, 2].item() != 0.0

@@ -116,6 +116,40 @@ def test_pieces_tensor_hooks_once_per_backward_with_retain_graph():
     assert x.grad.tolist() == [8.0, 0.0, 0.0, 0.0]    # twice 2 * b, 2 * a
 
 
+@pytest.mark.parametrize('create_graph', [False, True])
+def test_hooks_of_an_unused_output_get_none_when_the_node_runs(create_graph):
+    x = t64(np.arange(6.0))
+    a, b, c = (x * x).split(2)
+    log = []
+    c.register_hook(lambda g: log.append(('c', g)))
+    b.register_hook(lambda g: log.append(('b', g.tolist())))
+    g, = tape.autograd.grad((b * 2).sum(), x, create_graph=create_graph)
+    assert log == [('c', None), ('b', [2.0, 2.0])]
+    assert g.tolist() == [0.0, 0.0, 8.0, 12.0, 0.0, 0.0]
+    c.register_hook(lambda g: tape.ones(2))
+    with pytest.raises(RuntimeError, match="can't replace a None gradient"):
+        (b * 2).sum().backward()
+
+
+def test_custom_function_unused_output_hook_gets_none():
+    class Two(tape.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return (0 if g1 is None else g1 * 2) + (0 if g2 is None else g2 * 3)
+    x = t64([0.0, 1.0, 2.0])
+    p, q = Two.apply(x * x)
+    log = []
+    q.register_hook(lambda g: log.append(('q', g)))
+    p.sum().backward(retain_graph=True)
+    assert log == [('q', None)] and x.grad.tolist() == [0.0, 4.0, 8.0]
+    (x * 1).sum().backward()            # another graph: q's node does not run
+    assert log == [('q', None)]
+
+
 def test_compiled_and_create_graph_sweeps_agree():
     def run(create_graph):
         x = t64(np.linspace(-1.0, 2.0, 9))
