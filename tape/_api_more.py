@@ -1214,8 +1214,7 @@ def _geometric_(self, p, *, generator=None):
 # ------------------------------------------------------------ shifts
 
 def bitwise_left_shift(input, other, *, out=None):  # noqa: A002
-    """``torch.bitwise_left_shift``: ``input << other`` (integer dtypes; a float tensor
-    is multiplied by ``2**other``, as torch)."""
+    """``torch.bitwise_left_shift``: ``input << other`` (integer dtypes, as torch)."""
     return _shift(input, other, True)
 
 
@@ -1227,17 +1226,16 @@ def bitwise_right_shift(input, other, *, out=None):  # noqa: A002
 def _shift(a, b, left):
     if not isinstance(a, Tensor):
         a = _ops._const(a)
-    scalar_b = not isinstance(b, Tensor) or b.dim() == 0
+    raw_b = np.asarray(b._data) if isinstance(b, Tensor) else b
     b = _t(b, a)
     ad, bd = np.asarray(a._data), np.asarray(b._data)
-    if scalar_b and ad.ndim and (ad.dtype.kind == bd.dtype.kind or ad.dtype.kind == 'f'):
-        dt = ad.dtype
-    else:
-        dt = np.result_type(ad, bd)
-    name = '__lshift__' if left else '__rshift__'
-    if dt.kind in 'bf':
-        raise RuntimeError(f'"{"lshift" if left else "rshift"}_cpu" not implemented for '
-                           f"'{_tname(dt)}'")
+    # PyTorch's promotion: a Python number or a 0-d tensor keeps a tensor's
+    # integer dtype (uint8 << 1 is uint8, and wraps)
+    from ._dtypes import result_type
+    dt = np.dtype(result_type(ad, raw_b))
+    if dt.kind in 'bfc':
+        raise NotImplementedError(f'"{"lshift" if left else "rshift"}_cpu" not implemented '
+                                  f"for '{_tname(dt)}'")
     x, s = ad.astype(dt), bd.astype(dt)
     bits = dt.itemsize * 8
     big = (s < 0) | (s >= bits)
@@ -1247,7 +1245,6 @@ def _shift(a, b, left):
     else:
         r = np.where(big, np.where(x < 0, -1, 0) if dt.kind == 'i' else 0,
                      np.right_shift(x, safe))
-    del name
     return _leaf(np.asarray(r, dt))
 
 

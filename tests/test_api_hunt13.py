@@ -264,3 +264,17 @@ def test_functions_take_input_by_keyword(lib):
     assert lib.where(x > 3, x, 0.0)[0].tolist() == [0.0, 5.0, 0.0]   # (where's input is 2nd)
     (lib.std(input=x) + lib.flip(input=x, dims=(1,))[0, 0]).backward()
     assert x.grad[0, 2].item() != 0.0
+
+
+@pytest.mark.parametrize('lib', _libs(), ids=lambda m: m.__name__)
+def test_shift_dtypes(lib):
+    u = lib.tensor([7, 250], dtype=lib.uint8)
+    r = u << 1
+    assert r.dtype == lib.uint8 and r.tolist() == [14, 244]        # wraps, as uint8
+    assert (3 << lib.tensor([1], dtype=lib.int32)).dtype == lib.int32
+    assert (lib.tensor(2) << lib.tensor([1], dtype=lib.int8)).dtype == lib.int8
+    assert (lib.tensor([1], dtype=lib.int8) << lib.tensor([1])).dtype == lib.int64
+    assert (lib.tensor([-8], dtype=lib.int16) >> 1).tolist() == [-4]
+    assert (lib.tensor([True]) << 1).dtype == lib.int64
+    with pytest.raises(NotImplementedError, match='lshift_cpu'):
+        lib.tensor([1]) << 1.5
