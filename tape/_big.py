@@ -123,7 +123,7 @@ def _float(dt):
 class Grads:
     """Gradient storage for one sweep: the arena G (and its reach flags) for
     small slots, arrays in ``big`` (and the set ``bigreach``) for big ones."""
-    __slots__ = ('G', 'reach', 'big', 'bigreach')
+    __slots__ = ('G', 'reach', 'big', 'bigreach', '__weakref__')     # (NodeHooks.ran)
 
     def __init__(self, G, reach):
         self.G = G
@@ -229,7 +229,7 @@ class SlotGrads:
     what a Function's backward returned): a second gradient for a slot makes
     a new sum.  ``owned`` holds the slots whose array nothing else refers to,
     which a leaf may adopt as its ``.grad`` instead of copying."""
-    __slots__ = ('g', 'owned')
+    __slots__ = ('g', 'owned', '__weakref__')
 
     def __init__(self):
         self.g = {}

@@ -246,6 +246,13 @@ def _add(acc, slot, g):
 
 
 # ------------------------------------------------------------ the sweep
+class _Sweep:
+    """A marker of one differentiable sweep, held weakly by what must run once in it.
+    ``pruned``: records off every path to the inputs are not run, so an output
+    without a gradient may have been used."""
+    __slots__ = ('pruned', '__weakref__')
+
+
 def backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs):
     """Backward from ``outputs`` with Tensor ops.  Accumulates into leaves' ``.grad``
     (``inputs is None``) or returns the gradients of ``inputs``."""
@@ -308,11 +315,16 @@ def _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs)
         # records that made an input: not run when off every path, but the input's
         # own tensor hooks (and retain_grad) still see its gradient, as in PyTorch
         ends = {x._rec for x in inputs if x._tape is tape} if needed is not None else ()
+        sweep = _Sweep()        # (split pieces' hooks run once a sweep: NodeHooks.ran)
+        sweep.pruned = needed is not None
         for k in range(start, -1, -1):
             if needed is not None and not needed[k]:
                 if k in ends and hooks is not None and k in hooks:
+                    from ._node_hooks import run_pieces_differentiable
                     for h in list(hooks[k].values()):
-                        if h.slot in acc and (h.fns or h.retain is not None):
+                        if h.slot not in acc or run_pieces_differentiable(h, acc, sweep):
+                            continue
+                        if h.fns or h.retain is not None:
                             acc[h.slot] = h.run_differentiable(acc[h.slot])
                 continue
             row = rows[k]
@@ -326,7 +338,8 @@ def _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs)
                 raise RuntimeError(SECOND_BACKWARD)     # it would read freed values
             if hooks is not None and k in hooks:
                 from ._node_hooks import run_record_differentiable
-                if run_record_differentiable(hooks[k], tape, k, R, RF, V, A, acc, leaf_of):
+                if run_record_differentiable(hooks[k], tape, k, R, RF, V, A, acc, leaf_of,
+                                             sweep):
                     continue        # node hooks ran the record themselves
                 reached = True      # the hooks may have changed acc: let the record look
             if reached:

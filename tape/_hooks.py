@@ -112,16 +112,19 @@ class SlotHooks:
         (the sweep resumes below it)."""
         node = self.node
         if node is not None and node.spans:
-            # outputs with records of their own (split's pieces): at the highest
-            # reached one, whose stop the sweep meets first, when every output's
-            # gradient is complete (their users come after them all), the
-            # outputs' tensor hooks (PyTorch runs a node's tensor pre-hooks
-            # together, before its own hooks), then the node's hooks; the lower
-            # outputs' stops have nothing left to run
+            # outputs with records of their own (split's pieces): at the first
+            # of their stops the sweep meets (the highest reached one, unless
+            # that record is off the path to autograd.grad's inputs), where
+            # every output's gradient is complete (their users come after them
+            # all), the outputs' tensor hooks (PyTorch runs a node's tensor
+            # pre-hooks together, before its own hooks), then the node's hooks;
+            # the other outputs' stops have nothing left to run
+            ran = node.ran
+            if ran is not None and ran() is grads:
+                return False
+            node.ran = weakref.ref(grads)
             holders = node.holders
             reached = [h for h in holders if grads.reached(h.slot)]
-            if reached[0] is not self:
-                return False
             for h in in_hook_order(holders):
                 if h in reached:
                     h._run_tensor_hooks(grads)

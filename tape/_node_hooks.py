@@ -32,7 +32,7 @@ class NodeHooks:
     weakly: each SlotHooks holds its node, and the tape's ``hooks`` dict holds
     the SlotHooks, so a strong link back would be a reference cycle that keeps
     the hooks (and what they close over) alive after the graph dies."""
-    __slots__ = ('pre', 'post', '_holders', 'spans')
+    __slots__ = ('pre', 'post', '_holders', 'spans', 'ran')
 
     def __init__(self):
         self.pre = []
@@ -41,6 +41,9 @@ class NodeHooks:
         # whether the outputs have records of their own (split's pieces); the
         # holders are then in the order the sweep meets those records
         self.spans = False
+        # (spans) a weak reference to the gradient store of the sweep that ran
+        # the outputs' hooks: they run once, at the first of its stops the sweep meets
+        self.ran = None
 
     @property
     def holders(self):
@@ -604,7 +607,28 @@ def _python_vjp(p, outs, eff_out):
 
 
 # ------------------------------------ node hooks under create_graph=True
-def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of):
+def run_pieces_differentiable(h, acc, sweep):
+    """If ``h`` is an output of a node whose outputs have records of their own
+    (split's pieces): at the first of their stops this sweep meets, every
+    output's tensor hooks (as SlotHooks.run_compiled); returns whether ``h`` is
+    such an output (whose hooks then ran, now or at an earlier stop)."""
+    node = h.node
+    if node is None or not node.spans:
+        return False
+    ran = node.ran
+    if ran is not None and ran() is sweep:
+        return True
+    node.ran = weakref.ref(sweep)
+    for x in in_hook_order(node.holders):
+        if x.slot not in acc:
+            if not sweep.pruned:      # (else its users may not have run: no call)
+                x.run_unused()
+        elif x.fns or x.retain is not None:
+            acc[x.slot] = x.run_differentiable(acc[x.slot])
+    return True
+
+
+def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of, sweep):
     """The differentiable sweep's stop at hooked record k (tape/_differentiable.py):
     its outputs' tensor hooks, then its node hooks, which run the record's backward
     with Tensor ops themselves.  Returns True when they did (skip the record)."""
@@ -616,16 +640,9 @@ def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of):
         node = h.node
         if node is not None and node.spans:
             # outputs with records of their own: as SlotHooks.run_compiled
-            holders = node.holders
-            reached = [x for x in holders if x.slot in acc]
-            if reached[0] is not h:
-                continue
-            for x in in_hook_order(holders):
-                if x.slot not in acc:
-                    x.run_unused()
-                elif x.fns or x.retain is not None:
-                    acc[x.slot] = x.run_differentiable(acc[x.slot])
-            if node.pre or node.post:
+            first = node.ran is None or node.ran() is not sweep
+            run_pieces_differentiable(h, acc, sweep)
+            if first and (node.pre or node.post):
                 _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of)
                 ran = True
             continue

@@ -226,6 +226,21 @@ def _case_pieces_tensor_hooks_order(lib, log):
     log.append(('x.grad', L(x.grad)))
 
 
+def _case_pieces_as_grad_inputs(lib, log):
+    # autograd.grad with pieces (or the source) as inputs: the pieces' hooks
+    # run once each, whichever piece's record the sweep stops at first
+    for inputs, create_graph in (('b', False), ('bc', False), ('x', False), ('c', False),
+                                 ('bc', True), ('x', True)):
+        x = lib.tensor(np.arange(6.0), requires_grad=True)
+        a, b, c = (x * x).split(2)
+        c.register_hook(lambda g: log.append(('c', None if g is None else L(g))))
+        b.register_hook(lambda g: log.append(('b', None if g is None else L(g))))
+        loss = (b * 2).sum() + (c * 3).sum()
+        gs = lib.autograd.grad(loss, [dict(b=b, c=c, x=x)[k] for k in inputs],
+                               create_graph=create_graph)
+        log.append((inputs, create_graph, [L(g) for g in gs]))
+
+
 def _case_unbind(lib, log):
     x = lib.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
     r = x.unbind(0)
@@ -346,7 +361,8 @@ def _case_graphs_merge_after_the_hook(lib, log):
 
 @pytest.mark.parametrize('case', [
     _case_split_all, _case_split_middle_only, _case_split_with_sizes_float32,
-    _case_tensor_hooks_then_node_hooks, _case_pieces_tensor_hooks_order, _case_unbind, _case_chunk_of_a_result, _case_var_mean,
+    _case_tensor_hooks_then_node_hooks, _case_pieces_tensor_hooks_order,
+    _case_pieces_as_grad_inputs, _case_unbind, _case_chunk_of_a_result, _case_var_mean,
     _case_std_mean_one_output_used, _case_retain_graph_runs_each_time, _case_large_pieces,
     _case_large_leaf_pieces,
     _case_create_graph, _case_autograd_grad, _case_nested_splits, _case_backward_inputs,
