@@ -229,7 +229,7 @@ class SlotGrads:
     what a Function's backward returned): a second gradient for a slot makes
     a new sum.  ``owned`` holds the slots whose array nothing else refers to,
     which a leaf may adopt as its ``.grad`` instead of copying."""
-    __slots__ = ('g', 'owned', '__weakref__')
+    __slots__ = ('g', 'owned')
 
     def __init__(self):
         self.g = {}

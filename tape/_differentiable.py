@@ -322,9 +322,11 @@ def _backward_differentiable(outputs, grad_tensors, seeds, retain_graph, inputs)
                 if k in ends and hooks is not None and k in hooks:
                     from ._node_hooks import run_pieces_differentiable
                     for h in list(hooks[k].values()):
-                        if h.slot not in acc or run_pieces_differentiable(h, acc, sweep):
+                        if h.slot not in acc:
                             continue
-                        if h.fns or h.retain is not None:
+                        if h.node is not None and h.node.spans:
+                            run_pieces_differentiable(h.node, acc, sweep)
+                        elif h.fns or h.retain is not None:
                             acc[h.slot] = h.run_differentiable(acc[h.slot])
                 continue
             row = rows[k]

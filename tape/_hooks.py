@@ -123,10 +123,8 @@ class SlotHooks:
             if ran is not None and ran() is grads:
                 return False
             node.ran = weakref.ref(grads)
-            holders = node.holders
-            reached = [h for h in holders if grads.reached(h.slot)]
-            for h in in_hook_order(holders):
-                if h in reached:
+            for h in in_hook_order(node.holders):
+                if grads.reached(h.slot):
                     h._run_tensor_hooks(grads)
                 else:
                     h.run_unused()

@@ -607,17 +607,13 @@ def _python_vjp(p, outs, eff_out):
 
 
 # ------------------------------------ node hooks under create_graph=True
-def run_pieces_differentiable(h, acc, sweep):
-    """If ``h`` is an output of a node whose outputs have records of their own
-    (split's pieces): at the first of their stops this sweep meets, every
-    output's tensor hooks (as SlotHooks.run_compiled); returns whether ``h`` is
-    such an output (whose hooks then ran, now or at an earlier stop)."""
-    node = h.node
-    if node is None or not node.spans:
-        return False
+def run_pieces_differentiable(node, acc, sweep):
+    """For a node whose outputs have records of their own (split's pieces): at
+    the first of their stops this differentiable sweep meets, every output's
+    tensor hooks (as SlotHooks.run_compiled).  Returns whether they ran now."""
     ran = node.ran
     if ran is not None and ran() is sweep:
-        return True
+        return False
     node.ran = weakref.ref(sweep)
     for x in in_hook_order(node.holders):
         if x.slot not in acc:
@@ -640,9 +636,7 @@ def run_record_differentiable(per_rec, tape, k, R, RF, V, A, acc, leaf_of, sweep
         node = h.node
         if node is not None and node.spans:
             # outputs with records of their own: as SlotHooks.run_compiled
-            first = node.ran is None or node.ran() is not sweep
-            run_pieces_differentiable(h, acc, sweep)
-            if first and (node.pre or node.post):
+            if run_pieces_differentiable(node, acc, sweep) and (node.pre or node.post):
                 _run_node_differentiable(node, tape, k, R, V, A, acc, leaf_of)
                 ran = True
             continue

@@ -171,6 +171,11 @@ def L(g):
     return np.asarray(g.detach().numpy(), dtype=np.float64).round(10).tolist()
 
 
+def sums(gs):
+    """Each gradient's sum (a large one's elements would make a long log)."""
+    return [None if g is None else round(float(g.sum()), 6) for g in gs]
+
+
 def logs_post(log):
     """A post hook that logs what it saw."""
     return lambda gi, go: log.append(('post', [L(g) for g in gi], [L(g) for g in go]))
@@ -286,12 +291,10 @@ def _case_retain_graph_runs_each_time(lib, log):
 def _case_large_pieces(lib, log):
     x = lib.tensor(np.linspace(0, 1, 60000), requires_grad=True)
     a, b = (x * 1).split(30000)
-    a.grad_fn.register_hook(lambda gi, go: log.append((
-        'post', [None if g is None else round(float(g.sum()), 6) for g in gi],
-        [None if g is None else round(float(g.sum()), 6) for g in go])))
+    a.grad_fn.register_hook(lambda gi, go: log.append(('post', sums(gi), sums(go))))
     (a * 2).sum().backward(retain_graph=True)
     (b * 3).sum().backward()
-    log.append(('x.grad', round(float(x.grad.sum()), 6), round(float(x.grad[:30000].sum()), 6)))
+    log.append(('x.grad', sums([x.grad, x.grad[:30000]])))
 
 
 def _case_large_leaf_pieces(lib, log):
@@ -301,11 +304,10 @@ def _case_large_leaf_pieces(lib, log):
     log.append(('one node', a.grad_fn is b.grad_fn is c.grad_fn, type(a.grad_fn).__name__))
     c.register_hook(lambda g: log.append('c'))
     a.register_hook(lambda g: log.append('a'))
-    b.grad_fn.register_prehook(lambda go: log.append((
-        'pre', [None if g is None else round(float(g.sum()), 6) for g in go])))
+    b.grad_fn.register_prehook(lambda go: log.append(('pre', sums(go))))
     (a * 2 + c).sum().backward(retain_graph=True)
     (c * 3 + a).sum().backward()
-    log.append(('x.grad', round(float(x.grad.sum()), 6), round(float(x.grad[:30000].sum()), 6)))
+    log.append(('x.grad', sums([x.grad, x.grad[:30000]])))
     r = lib.tensor(np.ones((3, 30000)), requires_grad=True).unbind(0)
     log.append(('unbind', r[0].grad_fn is r[2].grad_fn, type(r[0].grad_fn).__name__))
 
